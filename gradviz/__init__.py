@@ -1,0 +1,31 @@
+"""gradviz: see and debug backpropagation in PyTorch.
+
+The public API is Qt-free and imported lazily, so ``import gradviz`` is cheap and
+works on a headless server:
+
+    graph = gradviz.trace("samples/mlp_digits.py")      # networkx.DiGraph
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+__all__ = ["trace", "load_script", "collapse", "layout", "ScriptError", "__version__"]
+
+# name -> module that defines it; resolved on first attribute access (PEP 562)
+_LAZY = {
+    "trace": "gradviz.core.trace",
+    "load_script": "gradviz.core.script",
+    "ScriptError": "gradviz.core.script",
+    "collapse": "gradviz.core.grouping",
+    "layout": "gradviz.core.layout",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gradviz' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

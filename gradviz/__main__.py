@@ -1,0 +1,3 @@
+from gradviz.cli.main import main
+
+raise SystemExit(main())

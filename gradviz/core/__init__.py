@@ -1,0 +1,1 @@
+"""The engine: tracing, statistics, grouping, layout. Never imports Qt."""
