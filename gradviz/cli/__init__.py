@@ -1,0 +1,1 @@
+"""The command line: ``gradviz [SCRIPT]`` opens the app; sub-commands work headless."""

@@ -1,0 +1,135 @@
+"""Iterative walk of an autograd graph and the static facts of each node.
+
+Nothing here runs backward: it reads ``next_functions``, input metadata and saved
+tensors (which must be read before backward frees them).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable, Sequence
+
+import torch
+
+
+def walk(roots: Sequence[Any]) -> tuple[list[Any], list[tuple[Any, Any, int]]]:
+    """All nodes reachable from ``roots`` and the edges between them.
+
+    Returns ``(nodes, edges)``: nodes in deterministic depth-first discovery order
+    (the order of ``next_functions``), edges as ``(producer, consumer, output_nr)``
+    in data-flow direction. Explicit stack: deep graphs never hit the recursion limit.
+    """
+    seen: dict[Any, None] = {}
+    edges: list[tuple[Any, Any, int]] = []
+    stack = list(reversed([r for r in roots if r is not None]))
+    while stack:
+        fn = stack.pop()
+        if fn in seen:
+            continue
+        seen[fn] = None
+        nexts = fn.next_functions
+        for nxt, output_nr in nexts:
+            if nxt is not None:
+                edges.append((nxt, fn, output_nr))
+        # reversed so the first input is visited first (stable, readable order)
+        for nxt, _ in reversed(nexts):
+            if nxt is not None and nxt not in seen:
+                stack.append(nxt)
+    return list(seen), edges
+
+
+_BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def is_leaf(fn: Any) -> bool:
+    return hasattr(fn, "variable")
+
+
+def custom_function(fn: Any) -> str | None:
+    """Qualified name of the ``autograd.Function`` behind a node, for user-defined ones."""
+    cls = getattr(fn, "_forward_cls", None)
+    if cls is None:
+        return None
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def readable_label(fn: Any) -> str:
+    """``AddmmBackward0`` -> ``addmm``; custom Functions keep their class name."""
+    name = fn.name()
+    if is_leaf(fn):
+        return "accumulate_grad"
+    cls = getattr(fn, "_forward_cls", None)
+    if cls is not None:
+        return cls.__name__
+    name = name.split("::")[-1]
+    core = _BACKWARD_SUFFIX.sub("", name) or name
+    return _CAMEL.sub("_", core).lower()
+
+
+def output_metadata(fn: Any) -> list[dict]:
+    """Shape/dtype/device of each tensor the node produced (the grads it receives)."""
+    if is_leaf(fn):
+        v = fn.variable
+        return [{"shape": list(v.shape), "dtype": _dtype(v.dtype), "device": str(v.device)}]
+    out = []
+    for meta in getattr(fn, "_input_metadata", ()):
+        try:
+            shape = list(meta.shape)
+        except Exception:  # nested / symbolic shapes
+            shape = []
+        out.append({"shape": [int(s) for s in shape], "dtype": _dtype(meta.dtype), "device": str(meta.device)})
+    return out
+
+
+def saved_tensors(fn: Any) -> list[dict]:
+    """What the node saved for backward: tensors as name/shape/dtype, others as a short value."""
+    saved = []
+    for attr in dir(fn):
+        if not attr.startswith("_saved_"):
+            continue
+        try:
+            value = getattr(fn, attr)
+        except Exception:  # freed after backward, or not readable
+            continue
+        name = attr[len("_saved_"):]
+        if isinstance(value, torch.Tensor):
+            saved.append({"name": name, "shape": list(value.shape), "dtype": _dtype(value.dtype)})
+        elif isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
+            for i, v in enumerate(value):
+                saved.append({"name": f"{name}[{i}]", "shape": list(v.shape), "dtype": _dtype(v.dtype)})
+        elif value is None or isinstance(value, (bool, int, float, str)) or _small_sequence(value):
+            saved.append({"name": name, "value": _plain(value)})
+        else:
+            saved.append({"name": name, "value": repr(value)[:60]})
+    if hasattr(fn, "saved_tensors"):  # custom autograd.Function: ctx.save_for_backward
+        try:
+            for i, v in enumerate(fn.saved_tensors):
+                if isinstance(v, torch.Tensor):
+                    saved.append({"name": f"saved_tensors[{i}]", "shape": list(v.shape), "dtype": _dtype(v.dtype)})
+        except Exception:
+            pass
+    return saved
+
+
+def _small_sequence(value: Any) -> bool:
+    return isinstance(value, (tuple, list, torch.Size)) and len(value) <= 8 and all(
+        isinstance(v, (bool, int, float, type(None))) or hasattr(v, "__index__") for v in value)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (tuple, list, torch.Size)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    try:
+        return int(value)
+    except Exception:
+        return repr(value)
+
+
+def _dtype(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+def leaves(nodes: Iterable[Any]) -> list[Any]:
+    return [fn for fn in nodes if is_leaf(fn)]
