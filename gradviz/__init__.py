@@ -8,11 +8,13 @@ works on a headless server:
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["trace", "load_script", "collapse", "layout", "ScriptError", "__version__"]
+__all__ = ["trace", "capture", "TraceOptions", "load_script", "collapse", "layout", "ScriptError", "__version__"]
 
 # name -> module that defines it; resolved on first attribute access (PEP 562)
 _LAZY = {
     "trace": "gradviz.core.trace",
+    "capture": "gradviz.core.trace",
+    "TraceOptions": "gradviz.core.trace",
     "load_script": "gradviz.core.script",
     "ScriptError": "gradviz.core.script",
     "collapse": "gradviz.core.grouping",

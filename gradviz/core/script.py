@@ -125,7 +125,7 @@ class ModelScript:
             raise error_from_exception(exc, "model() raised", "script-error", definition_site(spec))
         if not isinstance(model, nn.Module):
             raise ScriptError(f"model() must return a torch.nn.Module, got {type(model).__name__}",
-                              *self._where(spec))
+                              **self._site(spec))
         return model
 
     def get_batch(self, step: int = 0) -> tuple[tuple[Any, ...], Any]:
@@ -137,7 +137,7 @@ class ModelScript:
             raise error_from_exception(exc, f"batch({step}) raised", "script-error", definition_site(fn))
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             got = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
-            raise ScriptError(f"batch({step}) must return (inputs, targets), got {got}", *self._where(fn))
+            raise ScriptError(f"batch({step}) must return (inputs, targets), got {got}", **self._site(fn))
         inputs, targets = result
         if isinstance(inputs, torch.Tensor):
             inputs = (inputs,)
@@ -145,7 +145,7 @@ class ModelScript:
             inputs = tuple(inputs)
         else:
             raise ScriptError(f"batch({step}) must return inputs as a tensor or a tuple of tensors, "
-                              f"got {type(inputs).__name__}", *self._where(fn))
+                              f"got {type(inputs).__name__}", **self._site(fn))
         return inputs, targets
 
     def compute_loss(self, model: nn.Module, inputs: tuple[Any, ...], targets: Any) -> Any:
@@ -173,6 +173,10 @@ class ModelScript:
     def loss_site(self) -> tuple[str | None, int | None]:
         fn = self.attr("compute_loss") if self.has_compute_loss else self.attr("loss_fn")
         return self._where(fn)
+
+    def _site(self, obj: Any) -> dict:
+        path, line = self._where(obj)
+        return {"path": path, "line": line}
 
     def check_loss(self, loss: Any) -> torch.Tensor:
         """The loss as a scalar tensor with a graph, or a ScriptError saying why not."""

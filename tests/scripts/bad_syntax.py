@@ -1,0 +1,4 @@
+import torch
+
+def batch(step)
+    return torch.zeros(1), None
