@@ -15,7 +15,8 @@ the second can be copied from context, which a causal attention layer learns.
 
 Size: the module-level constants below; ``GRADVIZ_GPT_BLOCKS`` and ``GRADVIZ_GPT_DMODEL``
 override depth and width. Benchmarks build bigger stacks with ``make_gpt(n_blocks)``.
-About 58 autograd nodes per block (AccumulateGrad leaves included).
+55 autograd nodes per block (AccumulateGrad leaves included; torch 2.x), plus 16 for
+embeddings, final norm, head and loss: 236 nodes at 4 blocks, 2,656 at 48, 11,016 at 200.
 """
 import math
 import os
