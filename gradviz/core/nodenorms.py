@@ -1,0 +1,164 @@
+"""Gradient norm at every node of one backward pass, for live colouring.
+
+``NodeNormSampler.sample`` walks the loss's autograd graph, puts a prehook on every
+node that reduces the incoming gradient to its L2 norm *on the device* (a 0-d
+tensor; the gradient itself is not kept), runs the backward you give it, removes
+every hook in a ``finally`` and stacks the norms into one tensor copied to the host
+once. Node ids are those of ``gradviz.core.trace`` (``node_ids_for`` below is the
+same numbering as ``trace.build_graph``): ``op:<k>`` (k = place in ``walk()``'s
+node list), ``param:<name>``, ``input:<i>``, ``leaf:<k>``, and ``loss``.
+
+To get the same ids as a trace of the same script, the float inputs must require
+grad as ``trace`` makes them (``TraceOptions.input_grads``): see ``prepare_inputs``.
+
+The sampler keeps no reference to the graph after ``sample`` returns.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from gradviz.core.walk import is_leaf, walk
+
+__all__ = ["NodeNormSampler", "node_ids_for", "root_ids", "prepare_inputs"]
+
+
+def node_ids_for(nodes: Sequence[Any], param_names: dict[int, str], input_names: dict[int, int]) -> list[str]:
+    """The trace id of each autograd node, ``nodes`` being ``walk()``'s node list.
+
+    ``param_names``: ``id(parameter) -> qualified name``; ``input_names``:
+    ``id(input tensor) -> index``. Same scheme as ``gradviz.core.trace.build_graph``.
+    """
+    ids: list[str] = []
+    leaf_count = 0
+    for k, fn in enumerate(nodes):
+        if is_leaf(fn):
+            var = fn.variable
+            if id(var) in param_names:
+                ids.append(f"param:{param_names[id(var)]}")
+            elif id(var) in input_names:
+                ids.append(f"input:{input_names[id(var)]}")
+            else:
+                ids.append(f"leaf:{leaf_count}")
+                leaf_count += 1
+        else:
+            ids.append(f"op:{k}")
+    return ids
+
+
+def root_ids(n_roots: int) -> list[str]:
+    """``['loss']`` for one root, ``['loss0', 'loss1', ...]`` for several (as ``trace``)."""
+    return ["loss"] if n_roots == 1 else [f"loss{i}" for i in range(n_roots)]
+
+
+def prepare_inputs(inputs: Sequence[Any]) -> tuple[Any, ...]:
+    """Float input tensors as fresh leaves requiring grad (what ``trace`` does), so the
+    graph, and so the node ids, match a trace of the same batch."""
+    return tuple(t.detach().clone().requires_grad_(True)
+                 if isinstance(t, torch.Tensor) and t.is_floating_point() else t for t in inputs)
+
+
+class NodeNormSampler:
+    """Per-node gradient norms of one backward pass.
+
+    ``model`` (or ``named_parameters``) names the parameters. Use it only on the
+    steps you sample: each hooked node costs a small kernel and a Python call.
+    """
+
+    def __init__(self, model: nn.Module | None = None,
+                 named_parameters: Iterable[tuple[str, torch.Tensor]] | None = None) -> None:
+        if named_parameters is None:
+            named_parameters = model.named_parameters() if model is not None else ()
+        self._params = list(named_parameters)
+        self._param_names = {id(p): name for name, p in self._params}
+        self.hook_calls = 0          # prehook invocations, over the sampler's life (tests use it)
+        self.last_n_nodes = 0
+
+    def sample(self, roots: torch.Tensor | Sequence[torch.Tensor], backward: Callable[[], Any] | None = None,
+               inputs: Sequence[Any] = (), *, unscale: torch.Tensor | float | None = None,
+               params: bool = True, root_grad: float = 1.0) -> dict[str, float | None]:
+        """Run ``backward`` (default ``roots.backward()``) with a norm hook on every node.
+
+        ``inputs``: the batch's input tensors (their position gives ``input:<i>``).
+        ``unscale``: divide the op/input/leaf norms by it (e.g. the GradScaler scale
+        times 1/k for a loss divided by k), so they read as for an unscaled loss.
+        ``params``: also report ``param:<name>`` as the norm of ``p.grad`` after
+        backward (None when ``p.grad`` is None). ``root_grad``: what ``loss`` reports.
+        Returns ``{node_id: norm}``; a node whose hook never ran maps to None.
+        """
+        roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
+        input_names = {id(t): i for i, t in enumerate(inputs)
+                       if isinstance(t, torch.Tensor) and t.requires_grad}
+        nodes, _ = walk([r.grad_fn for r in roots])
+        ids = node_ids_for(nodes, self._param_names, input_names)
+        self.last_n_nodes = len(nodes)
+        seen_ids: list[str] = []
+        seen_norms: list[torch.Tensor] = []
+        handles = []
+        counter = [0]
+
+        def make_hook(nid: str) -> Callable:
+            def hook(grad_outputs):
+                counter[0] += 1
+                gs = [g for g in grad_outputs if g is not None]
+                if not gs:
+                    return None
+                with torch.no_grad():
+                    if len(gs) == 1:
+                        norm = torch.linalg.vector_norm(gs[0], dtype=torch.float32)
+                    else:
+                        norm = torch.linalg.vector_norm(torch.stack(
+                            [torch.linalg.vector_norm(g, dtype=torch.float32).to(gs[0].device) for g in gs]))
+                seen_ids.append(nid)
+                seen_norms.append(norm)
+                return None
+            return hook
+
+        try:
+            for fn, nid in zip(nodes, ids):
+                if nid.startswith("param:"):
+                    continue                        # parameters: p.grad after backward (as trace)
+                handles.append(fn.register_prehook(make_hook(nid)))
+            del nodes                               # the hooks hold ids only, never nodes
+            if backward is None:
+                torch.autograd.backward(roots)
+            else:
+                backward()
+        finally:
+            for h in handles:
+                h.remove()
+            handles.clear()
+            self.hook_calls += counter[0]
+        result: dict[str, float | None] = {nid: None for nid in ids}
+        param_list: list[tuple[str, torch.Tensor]] = []
+        if params:
+            for name, p in self._params:
+                nid = f"param:{name}"
+                if p.grad is None:
+                    result[nid] = None
+                else:
+                    param_list.append((nid, p.grad))
+        parts = list(seen_norms)
+        if unscale is not None and parts:
+            with torch.no_grad():
+                stacked_ops = torch.stack([t.to(parts[0].device) for t in parts]) / unscale
+            parts = [stacked_ops]
+        elif parts:
+            with torch.no_grad():
+                parts = [torch.stack([t.to(parts[0].device) for t in parts])]
+        if param_list:
+            with torch.no_grad():
+                pn = torch._foreach_norm([g for _, g in param_list])
+                dev = parts[0].device if parts else pn[0].device
+                parts.append(torch.stack([t.to(device=dev, dtype=torch.float32) for t in pn]))
+        values = (torch.cat([p.to(parts[0].device) for p in parts]).to("cpu", torch.float64).numpy()
+                  if parts else np.zeros(0))
+        names = seen_ids + [nid for nid, _ in param_list]
+        for nid, v in zip(names, values.tolist()):
+            result[nid] = v
+        for rid in root_ids(len(roots)):
+            result[rid] = float(root_grad)
+        return result

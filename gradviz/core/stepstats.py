@@ -1,0 +1,212 @@
+"""Per-step training statistics, computed on the device in a batched way.
+
+``StepStats`` sits around the optimizer step of any training loop::
+
+    stats = StepStats(model.named_parameters())
+    stats.begin()                                  # start of the step (timer)
+    loss.backward()
+    pre = stats.grads_ready(max_norm=1.0)          # per-param grad norms, clipping, snapshot of theta
+    optimizer.step()
+    stats.after_update()                           # ||delta theta|| per parameter
+    row = stats.finish(loss, lr=optimizer.param_groups[0]["lr"])
+
+Everything per parameter is done with ``torch._foreach_*`` kernels, the scalars
+and vectors are stacked into ONE tensor and copied to the host once per step (no
+per-parameter ``.item()``). Global norms, ratios and counts are then derived on the
+host from those few numbers (numpy on arrays of a few hundred floats).
+
+``finish`` returns a small dict of floats and numpy arrays (float64; index ``i``
+refers to ``stats.names[i]``):
+
+- ``loss``: the loss value (the mean over accumulated micro-batches, as given)
+- ``grad_norm``: global L2 norm of all gradients before clipping (what
+  ``torch.nn.utils.clip_grad_norm_`` returns)
+- ``grad_norm_clipped``: global norm after clipping (== ``grad_norm`` without clipping)
+- ``param_norms``: per-parameter gradient norms before clipping, ``p.grad.norm()``;
+  NaN where ``p.grad`` is None (see ``has_grad``)
+- ``has_grad``: bool array, False where ``p.grad`` was None
+- ``weight_norms``: per-parameter ``||theta||`` before the update
+- ``update_ratios``: per-parameter ``||theta_after - theta_before|| / ||theta_before||``
+  (NaN when ``track_updates`` is off; ``inf`` for an all-zero parameter that moved)
+- ``lr``: the learning rate given to ``finish`` (NaN when not given)
+- ``step_time``: seconds from ``begin()`` to the end of ``finish()``
+- ``nonfinite``: how many parameters have a NaN/Inf gradient norm
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Iterable
+
+import numpy as np
+import torch
+from torch.nn.utils import clip_grads_with_norm_
+
+__all__ = ["StepStats", "ROW_KEYS"]
+
+ROW_KEYS = ("loss", "grad_norm", "grad_norm_clipped", "param_norms", "has_grad", "weight_norms",
+            "update_ratios", "lr", "step_time", "nonfinite")
+
+_NAN = float("nan")
+
+
+class StepStats:
+    """Batched per-step statistics of a fixed list of named parameters.
+
+    Only parameters with ``requires_grad`` are tracked. ``track_updates=False``
+    skips the snapshot of the weights (saves one copy of the parameters in memory
+    and two kernels per step); ``update_ratios`` are then NaN.
+    """
+
+    def __init__(self, named_parameters: Iterable[tuple[str, torch.Tensor]], *, track_updates: bool = True) -> None:
+        pairs = [(n, p) for n, p in named_parameters if p.requires_grad]
+        self.names: list[str] = [n for n, _ in pairs]
+        self.params: list[torch.Tensor] = [p for _, p in pairs]
+        self.track_updates = track_updates
+        self.n = len(self.params)
+        devices = {p.device for p in self.params}
+        self.device = next(iter(devices)) if len(devices) == 1 else (
+            self.params[0].device if self.params else torch.device("cpu"))
+        self._multi_device = len(devices) > 1
+        self._mixed_dtypes = len({p.dtype for p in self.params}) > 1
+        self._snapshot: list[torch.Tensor] | None = None
+        self._present: list[int] = []
+        self._present_key: tuple[bool, ...] | None = None
+        self._pending: list[torch.Tensor] = []
+        self._n_grads = 0
+        self._have_delta = False
+        self._max_norm: float | None = None
+        self._t0 = time.perf_counter()
+        self._pinned: torch.Tensor | None = None
+
+    # -- the step ---------------------------------------------------------
+    def begin(self) -> None:
+        """Mark the start of a step (for ``step_time``) and forget the last one."""
+        self._t0 = time.perf_counter()
+        self._pending = []
+        self._n_grads = 0
+        self._have_delta = False
+        self._max_norm = None
+
+    @torch.no_grad()
+    def grads_ready(self, max_norm: float | None = None) -> torch.Tensor | None:
+        """Call after backward (and after ``GradScaler.unscale_``), before ``optimizer.step()``.
+
+        Computes every gradient norm and every weight norm in one foreach kernel,
+        clips when ``max_norm`` is given (exactly ``clip_grad_norm_``: the same
+        coefficient ``max_norm / (total + 1e-6)`` clamped to 1, applied with
+        ``clip_grads_with_norm_``) and snapshots the weights. Returns the pre-clip
+        global norm as a device tensor when clipping (else None: no extra kernel).
+        """
+        params = self.params
+        key = tuple(p.grad is not None for p in params)
+        if key != self._present_key:
+            self._present_key = key
+            self._present = [i for i, has in enumerate(key) if has]
+        grads = [params[i].grad for i in self._present]
+        self._n_grads = len(grads)
+        norms = torch._foreach_norm(grads + params) if (grads or params) else []
+        self._pending = list(norms)
+        total = None
+        if max_norm is not None and grads:
+            total = torch.linalg.vector_norm(torch.stack(self._same(norms[:len(grads)])))
+            clip_grads_with_norm_([params[i] for i in self._present], max_norm, total, foreach=None)
+            self._max_norm = float(max_norm)
+        if self.track_updates and params:
+            if self._snapshot is None:
+                self._snapshot = [p.detach().clone() for p in params]
+            else:
+                torch._foreach_copy_(self._snapshot, params)
+        return total
+
+    @torch.no_grad()
+    def after_update(self) -> None:
+        """Call after ``optimizer.step()``: the per-parameter norms of the update."""
+        if not self.track_updates or self._snapshot is None:
+            return
+        deltas = torch._foreach_sub(self._snapshot, self.params)   # snapshot stays intact (restore_weights)
+        self._pending.extend(torch._foreach_norm(deltas))
+        self._have_delta = True
+
+    def finish(self, loss: Any, lr: float | None = None) -> dict:
+        """The step's row: one host copy of everything computed on the device."""
+        parts = list(self._pending)
+        host_loss = None
+        if isinstance(loss, torch.Tensor):
+            parts.append(loss.detach().reshape(()))
+        else:
+            host_loss = _NAN if loss is None else float(loss)
+        if parts:
+            with torch.no_grad():
+                stacked = torch.stack(self._same(parts))
+            values = self._to_host(stacked)
+        else:
+            values = np.zeros(0)
+        g = self._n_grads
+        n = self.n
+        grad_present = values[:g]
+        weight_norms = values[g:g + n] if len(values) >= g + n else np.full(n, _NAN)
+        if self._have_delta:
+            deltas = values[g + n:g + 2 * n]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratios = deltas / weight_norms
+        else:
+            ratios = np.full(n, _NAN)
+        loss_value = float(values[-1]) if host_loss is None else host_loss
+        param_norms = np.full(n, _NAN)
+        has_grad = np.zeros(n, dtype=bool)
+        if g:
+            idx = np.asarray(self._present)
+            param_norms[idx] = grad_present
+            has_grad[idx] = True
+        total = math.sqrt(float(np.dot(grad_present, grad_present))) if g else 0.0
+        if g and not np.all(np.isfinite(grad_present)):
+            total = float(np.linalg.norm(grad_present))     # propagates NaN / inf like torch
+        clipped = total
+        if self._max_norm is not None and math.isfinite(total):
+            clipped = total * min(1.0, self._max_norm / (total + 1e-6))
+        return {
+            "loss": loss_value,
+            "grad_norm": total,
+            "grad_norm_clipped": clipped,
+            "param_norms": param_norms,
+            "has_grad": has_grad,
+            "weight_norms": np.array(weight_norms, dtype=np.float64),
+            "update_ratios": np.asarray(ratios, dtype=np.float64),
+            "lr": _NAN if lr is None else float(lr),
+            "step_time": time.perf_counter() - self._t0,
+            "nonfinite": int(np.count_nonzero(~np.isfinite(grad_present))) if g else 0,
+        }
+
+    def restore_weights(self) -> bool:
+        """Put back the weights from before the last update (e.g. after a NaN loss).
+
+        Only possible between ``grads_ready`` and the next step, with updates tracked;
+        returns False when there is nothing to restore.
+        """
+        if self._snapshot is None:
+            return False
+        with torch.no_grad():
+            torch._foreach_copy_(self.params, self._snapshot)
+        self._have_delta = False
+        return True
+
+    # -- helpers ----------------------------------------------------------
+    def _same(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Make 0-d tensors stackable (one dtype, one device) only when they are not already."""
+        if not (self._multi_device or self._mixed_dtypes):
+            t0 = tensors[0]
+            if all(t.dtype == t0.dtype and t.device == t0.device for t in tensors[-1:]):
+                return tensors
+        return [t.to(device=self.device, dtype=torch.float32) for t in tensors]
+
+    def _to_host(self, stacked: torch.Tensor) -> np.ndarray:
+        if stacked.device.type == "cpu":
+            return stacked.to(torch.float64).numpy()
+        if stacked.device.type == "cuda":
+            if self._pinned is None or self._pinned.shape != stacked.shape or self._pinned.dtype != stacked.dtype:
+                self._pinned = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True)
+            self._pinned.copy_(stacked, non_blocking=True)
+            torch.cuda.current_stream(stacked.device).synchronize()
+            return self._pinned.to(torch.float64).numpy().copy()
+        return stacked.to("cpu", torch.float64).numpy()
