@@ -58,9 +58,9 @@ def synthetic_gpt_graph(n_blocks: int) -> nx.DiGraph:
     """A DAG shaped like a GPT autograd graph: ~58 nodes per block, data flows to the loss.
 
     Each block: ln1 -> q/k/v projections (weight -> TBackward, bias -> AddmmBackward) ->
-    head views/transposes -> bmm -> softmax -> dropout -> bmm -> out projection -> dropout -> residual add
-    (an edge skipping the whole attention path), then ln2 -> fc1 -> gelu -> fc2 -> dropout ->
-    residual add.  58 nodes per block; 200 blocks is 11,617 nodes.
+    head views/transposes -> bmm -> softmax -> dropout -> bmm -> out projection -> dropout
+    -> residual add (an edge skipping the whole attention path), then ln2 -> fc1 -> gelu
+    -> fc2 -> dropout -> residual add.  58 nodes per block; 200 blocks is 11,617 nodes.
     """
     b = _Builder()
     idx = b.node("idx", "", kind="input")
@@ -144,7 +144,8 @@ def time_dot(graph: nx.DiGraph, timeout: float) -> float | None:
 def main(argv: list[str] | None = None) -> None:
     from gradviz.core.layout import LayoutOptions, layout
 
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--blocks", type=int, nargs="*", default=[12, 48, 100, 200, 860])
     ap.add_argument("--no-huge", action="store_true", help="skip graphs over 20k nodes")
     ap.add_argument("--dot-max", type=int, default=100, help="largest block count to time dot on")
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     has_dot = shutil.which("dot") is not None
+    start = time.perf_counter()
     print(f"{'blocks':>6} {'nodes':>7} {'edges':>7} {'dummies':>8} {'layers':>7} "
           f"{'gradviz s':>10} {'dot s':>8} {'ratio':>7}")
     for n_blocks in args.blocks:
@@ -168,7 +170,10 @@ def main(argv: list[str] | None = None) -> None:
         ratio = "-" if dot_s is None else f"{ours / dot_s:.3f}"
         n_layers = max(result.layer.values(), default=-1) + 1
         print(f"{n_blocks:>6} {graph.number_of_nodes():>7} {graph.number_of_edges():>7} "
-              f"{result.n_dummies:>8} {n_layers:>7} {ours:>10.3f} {dot_txt:>8} {ratio:>7}", flush=True)
+              f"{result.n_dummies:>8} {n_layers:>7} {ours:>10.3f} {dot_txt:>8} {ratio:>7}",
+              flush=True)
+    print(f"total benchmark time {time.perf_counter() - start:.1f} s"
+          + ("" if has_dot else " (dot not installed: no comparison)"))
 
 
 if __name__ == "__main__":

@@ -260,3 +260,27 @@ def test_graphviz_layout_same_type():
     assert set(result.pos) == set(g.nodes)
     assert set(result.edges) == set(g.edges)
     assert all(result.layer[u] < result.layer[v] for u, v in g.edges)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_graphs_keep_invariants(seed):
+    """Random graphs (every third one with cycles), with nested modules and islands."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 200))
+    g = nx.DiGraph()
+    g.add_nodes_from(range(n))
+    for _ in range(int(rng.integers(0, 3 * n))):
+        u, v = (int(a) for a in rng.integers(n, size=2))
+        if seed % 3 == 0 or u < v:
+            g.add_edge(u, v)
+    for v in g.nodes:
+        g.nodes[v]["module"] = f"m{v % 3}.s{v % 2}" if v % 5 else ""
+    check_layout(g, layout(g))
+
+
+def test_very_wide_layer():
+    g = nx.DiGraph()
+    for i in range(1500):
+        g.add_edge("src", i)
+        g.add_edge(i, "sink")
+    check_layout(g, layout(g))

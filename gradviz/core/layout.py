@@ -201,7 +201,7 @@ def _insert_dummies(n: int, src: Array, dst: Array, layer: Array, comp: Array,
     return _Layered(v_layer, v_comp, slot, up, low, chain_start, k)
 
 
-def _vertex_modules(graph: nx.DiGraph, nodes: list, src: Array, lay: _Layered,
+def _vertex_modules(graph: nx.DiGraph, nodes: list, src: Array, dst: Array, lay: _Layered,
                     enabled: bool) -> tuple[Array, list[str]]:
     """Module index per vertex; a dummy gets the common module of its edge's ends."""
     modules: list[str] = []
@@ -215,8 +215,8 @@ def _vertex_modules(graph: nx.DiGraph, nodes: list, src: Array, lay: _Layered,
     long_edges = np.flatnonzero(lay.chain_len > 0)
     pair_cache: dict[tuple[int, int], int] = {}
     edge_mod = np.empty(len(long_edges), dtype=np.int64)
-    tgt = lay.low[len(lay.low) - len(long_edges):]  # targets of long edges, in order
-    for i, (a, b) in enumerate(zip(real[src[long_edges]].tolist(), real[tgt].tolist())):
+    ends = zip(real[src[long_edges]].tolist(), real[dst[long_edges]].tolist())
+    for i, (a, b) in enumerate(ends):
         key = (a, b)
         if key not in pair_cache:
             pa, pb = modules[a].split("."), modules[b].split(".")
@@ -288,7 +288,7 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None) -> Layout:
     nv = len(lay.slot)
 
     rank = _initial_rank(lay, n, topo, d2)
-    vmod, modules = _vertex_modules(graph, nodes, s2, lay, opts.group_by_module)
+    vmod, modules = _vertex_modules(graph, nodes, s2, d2, lay, opts.group_by_module)
     groups = module_groups(vmod, modules) if opts.group_by_module else []
     rank = Orderer(lay.slot, lay.up, lay.low, groups).run(rank, opts.sweeps)
 

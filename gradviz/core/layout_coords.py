@@ -116,7 +116,7 @@ class BlockCompactor:
     def __call__(self, block_x: Array) -> Array | None:
         """``block_x`` is indexed by root; returns x per vertex, or None if unsettled."""
         r = self._push(block_x, right=True)
-        lft = self._push(block_x, right=False)
+        lft = None if r is None else self._push(block_x, right=False)
         if r is None or lft is None:
             return None
         return ((r + lft) / 2)[self.root]
