@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from dataclasses import dataclass, field
-from typing import Any, Hashable
+from dataclasses import dataclass
+from typing import Hashable
 
 import networkx as nx
 import numpy as np
@@ -49,7 +49,6 @@ class Layout:
     width: float
     height: float
     n_dummies: int = 0  # bend points added for edges spanning several layers
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def node_size(node: Hashable, attrs: dict) -> tuple[float, float]:
