@@ -24,7 +24,9 @@ def tensor_stats(tensors: Iterable[torch.Tensor | None], bins: int = HIST_BINS) 
 
     Returns None when there is no tensor at all ("no gradient"). NaN/Inf elements
     are counted and left out of mean/std/min/max; ``norm`` includes them (so a
-    NaN gradient has a NaN norm, as ``tensor.norm()`` would).
+    NaN gradient has a NaN norm, as ``tensor.norm()`` would). Sums accumulate in
+    float64 without copying the tensor; the common all-finite case costs five
+    reductions and one host copy.
     """
     parts = [t.detach().reshape(-1) for t in tensors if t is not None]
     if not parts:
@@ -32,26 +34,31 @@ def tensor_stats(tensors: Iterable[torch.Tensor | None], bins: int = HIST_BINS) 
     g = parts[0] if len(parts) == 1 else torch.cat([p.to(parts[0].dtype) for p in parts])
     if g.is_complex():
         g = g.abs()
-    g = g.double() if g.device.type != "mps" else g.float()
+    if not g.is_floating_point():
+        g = g.double()
     n = g.numel()
     if n == 0:
         return {"norm": 0.0, "mean": None, "std": None, "min": None, "max": None,
                 "zero_frac": 0.0, "nan": 0, "inf": 0, "numel": 0, "hist": None}
-    finite = torch.isfinite(g)
-    clean = torch.where(finite, g, torch.zeros((), dtype=g.dtype, device=g.device))
-    big = torch.tensor(float("inf"), dtype=g.dtype, device=g.device)
-    vec = torch.stack([
-        torch.linalg.vector_norm(g),
-        clean.sum(),
-        (clean * clean).sum(),
-        torch.where(finite, g, big).min(),
-        torch.where(finite, g, -big).max(),
-        (g == 0).sum().to(g.dtype),
-        torch.isnan(g).sum().to(g.dtype),
-        torch.isinf(g).sum().to(g.dtype),
-        finite.sum().to(g.dtype),
-    ]).cpu().tolist()
-    norm, s, ss, lo, hi, zeros, nans, infs, nfinite = vec
+    acc = torch.float32 if g.device.type == "mps" else torch.float64
+    lo, hi = torch.aminmax(g)
+    norm, s, lo, hi, nonzero = torch.stack([
+        torch.linalg.vector_norm(g, dtype=acc), g.sum(dtype=acc), lo.to(acc), hi.to(acc),
+        torch.count_nonzero(g).to(acc)]).cpu().tolist()
+    if math.isfinite(norm) and math.isfinite(lo) and math.isfinite(hi):
+        nans = infs = 0
+        nfinite, ss, finite_g = n, norm * norm, g
+    else:  # rare: recount without the non-finite elements
+        finite = torch.isfinite(g)
+        finite_g = g[finite]
+        nans = int(torch.isnan(g).sum())
+        infs = int(torch.isinf(g).sum())
+        nfinite = finite_g.numel()
+        if nfinite:
+            s, ss, lo, hi = torch.stack([finite_g.sum(dtype=acc), finite_g.to(acc).pow(2).sum(),
+                                         finite_g.min().to(acc), finite_g.max().to(acc)]).cpu().tolist()
+        else:
+            s = ss = lo = hi = float("nan")
     mean = s / nfinite if nfinite else float("nan")
     var = max(ss / nfinite - mean * mean, 0.0) if nfinite else float("nan")
     stats = {
@@ -60,14 +67,14 @@ def tensor_stats(tensors: Iterable[torch.Tensor | None], bins: int = HIST_BINS) 
         "std": _finite_or(math.sqrt(var)) if nfinite else None,
         "min": _finite_or(lo),
         "max": _finite_or(hi),
-        "zero_frac": zeros / n,
-        "nan": int(nans),
-        "inf": int(infs),
+        "zero_frac": (n - nonzero) / n,
+        "nan": nans,
+        "inf": infs,
         "numel": n,
         "hist": None,
     }
     if bins and nfinite and math.isfinite(lo) and math.isfinite(hi):
-        stats["hist"] = histogram(g[finite] if nfinite < n else g, lo, hi, bins)
+        stats["hist"] = histogram(finite_g, lo, hi, bins)
     return stats
 
 
@@ -75,7 +82,11 @@ def histogram(values: torch.Tensor, lo: float, hi: float, bins: int) -> dict:
     """Counts of values in ``bins`` equal bins over [lo, hi] (a single bin if lo == hi)."""
     if hi <= lo:
         return {"edges": [lo, lo], "counts": [int(values.numel())]}
-    counts = torch.histc(values, bins=bins, min=lo, max=hi).cpu().numpy().astype(np.int64)
+    if not values.is_floating_point():
+        values = values.double()
+    # bincount of scaled values: ~2.5x faster than histc on the small tensors of a graph
+    index = ((values - lo) * (bins / (hi - lo))).to(torch.int64).clamp_(0, bins - 1)
+    counts = torch.bincount(index, minlength=bins).cpu().numpy().astype(np.int64)
     edges = np.linspace(lo, hi, bins + 1)
     return {"edges": edges.tolist(), "counts": counts.tolist()}
 
