@@ -1,0 +1,29 @@
+"""The README's commands are the ones CI runs, and its example script works."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import gradviz
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def readme_blocks(lang: str) -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+
+
+def test_ci_runs_the_readme_test_command():
+    test_command = next(b.strip() for b in readme_blocks("bash") if "pytest" in b)
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert test_command in ci_lines
+
+
+def test_readme_example_script_traces(tmp_path):
+    example = next(b for b in readme_blocks("python") if "def batch" in b)
+    script = tmp_path / "my_model.py"
+    script.write_text(example)
+    g = gradviz.trace(script)
+    assert g.nodes["param:encoder.0.weight"]["grad_norm"] > 0
+    assert g.nodes["param:head.bias"]["kind"] == "param"
