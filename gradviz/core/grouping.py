@@ -98,8 +98,12 @@ def visible_count(graph: nx.DiGraph, expanded: set[str]) -> int:
     return loose + len(boxes)
 
 
-def auto_depth(graph: nx.DiGraph, max_boxes: int = 200) -> int:
-    """The deepest module depth whose collapsed view shows at most ``max_boxes`` items."""
+def auto_depth(graph: nx.DiGraph, max_boxes: int = 220) -> int:
+    """The deepest module depth whose collapsed view shows at most ``max_boxes`` items.
+
+    "About 200": a stack of 200 blocks plus its embeddings and head (~210 items) should
+    open as 200 block boxes, not as a single box.
+    """
     modules = graph.graph.get("modules", {})
     deepest = max((depth_of(p) for p in modules), default=0)
     best = 1
