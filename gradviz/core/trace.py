@@ -26,8 +26,8 @@ from gradviz.core import stats as gstats
 from gradviz.core.capture import ForwardCapture
 from gradviz.core.modules import module_table
 from gradviz.core.script import ModelScript, check_loss, error_from_exception, load_script
-from gradviz.core.walk import (custom_function, is_leaf, output_metadata, readable_label, saved_tensors,
-                               walk)
+from gradviz.core.walk import (custom_function, is_leaf, node_ids_for, output_metadata, readable_label,
+                               root_ids, saved_tensors, walk)
 
 GRAPH_FORMAT = 1
 
@@ -176,8 +176,7 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: For
 
     g = nx.DiGraph()
     node_ids: dict[Any, str] = {}
-    leaf_count = 0
-    for k, fn in enumerate(nodes):
+    for fn, nid in zip(nodes, node_ids_for(nodes, param_names, input_names)):
         outputs = output_metadata(fn)
         first = outputs[0] if outputs else {"shape": [], "dtype": "", "device": ""}
         attrs: dict[str, Any] = {
@@ -185,22 +184,16 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: For
             "device": first["device"], "outputs": outputs, "module": "", "location": "", "code": "",
             "call": "", "saved": [], "custom": None,
         }
-        if is_leaf(fn):
-            var = fn.variable
-            if id(var) in param_names:
-                name = param_names[id(var)]
-                nid = f"param:{name}"
-                attrs.update(kind="param", param=name, label=name, module=name.rpartition(".")[0])
-            elif id(var) in input_names:
-                i = input_names[id(var)]
-                nid = f"input:{i}"
-                attrs.update(kind="input", label=f"input {i}", input_index=i)
-            else:
-                nid = f"leaf:{leaf_count}"
-                leaf_count += 1
-                attrs.update(kind="leaf", label="tensor")
+        kind = nid.partition(":")[0]
+        if kind == "param":
+            name = nid[len("param:"):]
+            attrs.update(kind="param", param=name, label=name, module=name.rpartition(".")[0])
+        elif kind == "input":
+            i = int(nid[len("input:"):])
+            attrs.update(kind="input", label=f"input {i}", input_index=i)
+        elif kind == "leaf":
+            attrs.update(kind="leaf", label="tensor")
         else:
-            nid = f"op:{k}"
             attrs["kind"] = "op"
             attrs["custom"] = custom_function(fn)
             if options.saved_tensors:
@@ -222,18 +215,16 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: For
         else:
             g.add_edge(u, v, shape=meta.get("shape", []), dtype=meta.get("dtype", ""), output_nr=output_nr, count=1)
 
-    root_ids = []
-    for i, r in enumerate(roots):
-        rid = "loss" if len(roots) == 1 else f"loss{i}"
+    rids = root_ids(len(roots))
+    for i, (r, rid) in enumerate(zip(roots, rids)):
         value = r.detach().float().sum().item() if r.numel() == 1 else None
         g.add_node(rid, kind="loss", op="", label="loss" if len(roots) == 1 else f"loss {i}", shape=list(r.shape),
                    dtype=str(r.dtype).replace("torch.", ""), device=str(r.device), outputs=[], module="",
                    module_type="", location="", code="", call="", saved=[], custom=None, value=value,
                    reachable=True)
         g.add_edge(node_ids[r.grad_fn], rid, shape=list(r.shape), dtype=g.nodes[rid]["dtype"], output_nr=0, count=1)
-        root_ids.append(rid)
     _inherit_modules(g)
-    g.graph.update(format=GRAPH_FORMAT, roots=root_ids, loss=g.nodes[root_ids[0]].get("value"),
+    g.graph.update(format=GRAPH_FORMAT, roots=rids, loss=g.nodes[rids[0]].get("value"),
                    cuts=_cuts_summary(cap, node_ids))
     return g, node_ids
 

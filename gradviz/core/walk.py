@@ -131,5 +131,31 @@ def _dtype(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def leaves(nodes: Iterable[Any]) -> list[Any]:
-    return [fn for fn in nodes if is_leaf(fn)]
+def node_ids_for(nodes: Sequence[Any], param_names: dict[int, str], input_names: dict[int, int]) -> list[str]:
+    """The deterministic id of each autograd node, ``nodes`` being ``walk()``'s list.
+
+    ``param:<name>`` (``param_names``: id(parameter) -> qualified name),
+    ``input:<i>`` (``input_names``: id(input tensor) -> index), ``leaf:<k>`` for
+    other leaf tensors, ``op:<k>`` (k = place in the walk) for everything else.
+    Tracing, live sampling and recording all use this one numbering.
+    """
+    ids: list[str] = []
+    leaf_count = 0
+    for k, fn in enumerate(nodes):
+        if is_leaf(fn):
+            var = fn.variable
+            if id(var) in param_names:
+                ids.append(f"param:{param_names[id(var)]}")
+            elif id(var) in input_names:
+                ids.append(f"input:{input_names[id(var)]}")
+            else:
+                ids.append(f"leaf:{leaf_count}")
+                leaf_count += 1
+        else:
+            ids.append(f"op:{k}")
+    return ids
+
+
+def root_ids(n_roots: int) -> list[str]:
+    """``['loss']`` for one root, ``['loss0', 'loss1', ...]`` for several."""
+    return ["loss"] if n_roots == 1 else [f"loss{i}" for i in range(n_roots)]
