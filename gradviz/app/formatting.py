@@ -1,0 +1,48 @@
+"""Number and shape formatting shared by the panels (no Qt)."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def num(value: Any) -> str:
+    """``%.4g`` for numbers; '—' for None; 'NaN'/'Inf' spelt out."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return str(value)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "Inf" if x > 0 else "-Inf"
+    return "%.4g" % x
+
+
+def count(value: Any) -> str:
+    """Thousands separators for counts: 11,617."""
+    if value is None:
+        return "—"
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def shape(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(str(v) for v in value) + ")" if value else "scalar"
+    return str(value)
+
+
+def seconds(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"

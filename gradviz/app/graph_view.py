@@ -1,0 +1,169 @@
+"""The zoomable, pannable view of the graph scene.
+
+Wheel zooms around the cursor, dragging pans, F fits, Ctrl+0 / 1 shows 1:1, +/- zoom,
+arrow keys ask the window to move the selection (``navigate``). Tuned for scenes of
+ten thousand items: minimal viewport updates, no painter-state saving, no
+antialiasing when zoomed far out.
+"""
+from __future__ import annotations
+
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QKeySequence, QPainter, QShortcut
+from PySide6.QtWidgets import QFrame, QGraphicsView, QLabel
+
+MIN_SCALE = 0.01
+MAX_SCALE = 8.0
+ANTIALIAS_ABOVE = 0.35   # below this zoom edges are sub-pixel anyway
+FIT_MAX_SCALE = 1.25     # Fit never blows a small graph up beyond this
+
+
+class GraphView(QGraphicsView):
+    navigate = Signal(str)          # "up" | "down" | "left" | "right"
+    zoomChanged = Signal(float)
+    viewportMoved = Signal()
+
+    def __init__(self, scene, parent=None) -> None:
+        super().__init__(scene, parent)
+        self.setObjectName("graphView")
+        self.setFrameShape(QFrame.NoFrame)
+        self.setTransformationAnchor(QGraphicsView.AnchorUnderMouse)
+        self.setResizeAnchor(QGraphicsView.AnchorViewCenter)
+        self.setDragMode(QGraphicsView.ScrollHandDrag)
+        self.setViewportUpdateMode(QGraphicsView.MinimalViewportUpdate)
+        self.setOptimizationFlag(QGraphicsView.DontSavePainterState, True)
+        self.setOptimizationFlag(QGraphicsView.DontAdjustForAntialiasing, True)
+        self.setCacheMode(QGraphicsView.CacheNone)
+        self.setRenderHint(QPainter.Antialiasing, True)
+        self.setRenderHint(QPainter.TextAntialiasing, True)
+        self.setFocusPolicy(Qt.StrongFocus)
+        self.bottom_margin = 0   # pixels covered by the legend overlay: Fit keeps the graph above it
+        self._placeholder = QLabel(self)
+        self._placeholder.setAlignment(Qt.AlignCenter)
+        self._placeholder.setWordWrap(True)
+        self._placeholder.setObjectName("placeholder")
+        self._placeholder.hide()
+        self.horizontalScrollBar().valueChanged.connect(lambda _: self.viewportMoved.emit())
+        self.verticalScrollBar().valueChanged.connect(lambda _: self.viewportMoved.emit())
+        for keys, slot in ((("F",), self.fit), (("Ctrl+0", "1"), self.actual_size),
+                           (("+", "=", "Ctrl++"), self.zoom_in), (("-", "Ctrl+-"), self.zoom_out)):
+            for key in keys:
+                sc = QShortcut(QKeySequence(key), self)
+                sc.setContext(Qt.WidgetWithChildrenShortcut)
+                sc.activated.connect(slot)
+
+    # -- zoom ----------------------------------------------------------------
+    def scale_factor(self) -> float:
+        return self.transform().m11()
+
+    def set_scale(self, scale: float, anchor: QPointF | None = None) -> None:
+        scale = min(max(scale, MIN_SCALE), MAX_SCALE)
+        factor = scale / self.scale_factor()
+        if abs(factor - 1.0) < 1e-9:
+            return
+        if anchor is not None:
+            old = self.transformationAnchor()
+            self.setTransformationAnchor(QGraphicsView.NoAnchor)
+            scene_pt = self.mapToScene(anchor.toPoint())
+            self.scale(factor, factor)
+            delta = self.mapFromScene(scene_pt) - anchor.toPoint()
+            self.horizontalScrollBar().setValue(self.horizontalScrollBar().value() + delta.x())
+            self.verticalScrollBar().setValue(self.verticalScrollBar().value() + delta.y())
+            self.setTransformationAnchor(old)
+        else:
+            old = self.transformationAnchor()
+            self.setTransformationAnchor(QGraphicsView.AnchorViewCenter)
+            self.scale(factor, factor)
+            self.setTransformationAnchor(old)
+        self._update_hints()
+        self.zoomChanged.emit(self.scale_factor())
+
+    def zoom_in(self) -> None:
+        self.set_scale(self.scale_factor() * 1.25)
+
+    def zoom_out(self) -> None:
+        self.set_scale(self.scale_factor() / 1.25)
+
+    def actual_size(self) -> None:
+        self.set_scale(1.0)
+
+    def fit(self) -> None:
+        """Whole graph in view; a very tall graph fits its width and starts at the top."""
+        scene = self.scene()
+        rect = scene.graph_rect() if hasattr(scene, "graph_rect") else scene.itemsBoundingRect()
+        if rect.isEmpty():
+            return
+        rect = rect.adjusted(-24, -24, 24, 24)
+        vp = self.viewport().rect().adjusted(0, 0, 0, -self.bottom_margin)
+        sx, sy = vp.width() / rect.width(), vp.height() / rect.height()
+        scale = min(sx, sy, FIT_MAX_SCALE)
+        # a transformer stack is a thin tower: fit the width, not the height
+        readable = min(sx, FIT_MAX_SCALE, 0.6)
+        if scale < 0.12 and readable > scale:
+            scale = readable
+            self.set_scale(scale)
+            self.centerOn(QPointF(rect.center().x(), rect.bottom() - vp.height() / (2 * scale)
+                                  + self.bottom_margin / scale))
+            return
+        self.set_scale(scale)
+        self.centerOn(rect.center() + QPointF(0, self.bottom_margin / (2 * scale)))
+
+    def fit_all(self) -> None:
+        scene = self.scene()
+        rect = scene.graph_rect() if hasattr(scene, "graph_rect") else scene.itemsBoundingRect()
+        if rect.isEmpty():
+            return
+        vp = self.viewport().rect()
+        rect = rect.adjusted(-24, -24, 24, 24)
+        self.set_scale(min(vp.width() / rect.width(), vp.height() / rect.height()))
+        self.centerOn(rect.center())
+
+    def _update_hints(self) -> None:
+        far = self.scale_factor() < ANTIALIAS_ABOVE
+        self.setRenderHint(QPainter.Antialiasing, not far)
+
+    def wheelEvent(self, event) -> None:
+        if event.modifiers() & Qt.ShiftModifier:
+            return super().wheelEvent(event)  # shift+wheel scrolls sideways
+        delta = event.angleDelta().y() or event.angleDelta().x()
+        if not delta:
+            return
+        factor = 1.0015 ** delta
+        self.set_scale(self.scale_factor() * factor, event.position())
+        event.accept()
+
+    def keyPressEvent(self, event) -> None:
+        keys = {Qt.Key_Up: "up", Qt.Key_Down: "down", Qt.Key_Left: "left", Qt.Key_Right: "right"}
+        if event.key() in keys and not event.modifiers() & (Qt.ControlModifier | Qt.AltModifier):
+            self.navigate.emit(keys[event.key()])
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    # -- helpers -------------------------------------------------------------
+    def center_on_rect(self, rect: QRectF, zoom_in: bool = True) -> None:
+        """Centre on ``rect``; zoom in to a readable scale when it is tiny on screen."""
+        if zoom_in and self.scale_factor() < 0.5:
+            self.set_scale(0.8)
+        self.centerOn(rect.center())
+        self.viewportMoved.emit()
+
+    def visible_scene_rect(self) -> QRectF:
+        return self.mapToScene(self.viewport().rect()).boundingRect()
+
+    def set_placeholder(self, text: str | None) -> None:
+        if text:
+            self._placeholder.setText(text)
+            self._placeholder.show()
+            self._placeholder.raise_()
+            self._place_placeholder()
+        else:
+            self._placeholder.hide()
+
+    def _place_placeholder(self) -> None:
+        r = self.viewport().geometry()
+        self._placeholder.setGeometry(r.adjusted(40, 40, -40, -40))
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._place_placeholder()
+        self.viewportMoved.emit()

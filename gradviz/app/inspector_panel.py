@@ -1,0 +1,222 @@
+"""The inspector: everything known about the selected node (or group)."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QFrame, QGroupBox, QHeaderView, QLabel,
+                               QScrollArea, QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from gradviz.app.formatting import count, num, shape
+from gradviz.app.histogram import Histogram
+from gradviz.app.source_link import LocationLabel
+
+STAT_ROWS = (("norm", "norm"), ("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
+             ("zero_frac", "zeros"), ("nan", "NaN"), ("inf", "Inf"), ("numel", "elements"))
+
+
+class _Section(QGroupBox):
+    """A titled form whose rows are replaced wholesale."""
+
+    def __init__(self, title: str, parent=None) -> None:
+        super().__init__(title, parent)
+        self.box = QVBoxLayout(self)
+        self.box.setContentsMargins(8, 6, 8, 8)
+        self.form = QFormLayout()
+        self.box.addLayout(self.form)
+        self.form.setLabelAlignment(Qt.AlignRight)
+        self.form.setFieldGrowthPolicy(QFormLayout.AllNonFixedFieldsGrow)
+        self.form.setHorizontalSpacing(10)
+        self.form.setVerticalSpacing(3)
+        self.values: dict[str, str] = {}
+
+    def clear_rows(self) -> None:
+        while self.form.rowCount():
+            self.form.removeRow(0)
+        self.values = {}
+
+    def add(self, label: str, value, key: str | None = None) -> QWidget:
+        if isinstance(value, QWidget):
+            widget = value
+        else:
+            widget = QLabel(str(value))
+            widget.setTextInteractionFlags(Qt.TextSelectableByMouse)
+            widget.setWordWrap(True)
+            self.values[key or label] = str(value)
+        self.form.addRow(label, widget)
+        return widget
+
+
+class InspectorPanel(QScrollArea):
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.setObjectName("inspector")
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.NoFrame)
+        mono = QFontDatabase.systemFont(QFontDatabase.FixedFont)
+        body = QWidget()
+        lay = QVBoxLayout(body)
+        lay.setContentsMargins(8, 8, 8, 8)
+        lay.setSpacing(8)
+        self.title = QLabel("Nothing selected")
+        self.title.setObjectName("inspectorTitle")
+        self.title.setStyleSheet("font-size: 15px; font-weight: 600;")
+        self.title.setWordWrap(True)
+        self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.subtitle = QLabel("Click a node in the graph.")
+        self.subtitle.setWordWrap(True)
+        self.subtitle.setStyleSheet("color: palette(placeholder-text);")
+        self.identity = _Section("Node")
+        self.source = LocationLabel()
+        self.code = QLabel()
+        self.code.setFont(mono)
+        self.code.setWordWrap(True)
+        self.code.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.code.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.gradient = _Section("Gradient")
+        self.histogram = Histogram()
+        self.gradient.box.addWidget(self.histogram)
+        self.values = _Section("Parameter values")
+        self.saved_box = QGroupBox("Saved tensors")
+        self.saved = QTableWidget(0, 3)
+        self.saved.setHorizontalHeaderLabels(["name", "shape / value", "dtype"])
+        self.saved.verticalHeader().hide()
+        self.saved.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.saved.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.saved.horizontalHeader().setStretchLastSection(True)
+        QVBoxLayout(self.saved_box).addWidget(self.saved)
+        for w in (self.title, self.subtitle, self.identity, self.gradient, self.values, self.saved_box):
+            lay.addWidget(w)
+        lay.addStretch(1)
+        self.setWidget(body)
+        self.node_id = ""
+        self.show_node("", {})
+
+    # -- content -------------------------------------------------------------
+    def field(self, key: str) -> str | None:
+        """The text shown for ``key`` (e.g. 'grad norm', 'module'): used by tests and tools."""
+        for section in (self.identity, self.gradient, self.values):
+            if key in section.values:
+                return section.values[key]
+        return None
+
+    def show_node(self, nid: str, attrs: dict, graph=None) -> None:
+        self.node_id = nid
+        for s in (self.identity, self.gradient, self.values):
+            s.clear_rows()
+        self.source = LocationLabel()
+        self.code = self._code_label()
+        if not nid or not attrs:
+            self.title.setText("Nothing selected")
+            self.subtitle.setText("Click a node in the graph, or search with Ctrl+F.")
+            for w in (self.identity, self.gradient, self.values, self.saved_box):
+                w.hide()
+            return
+        kind = attrs.get("kind", "")
+        self.title.setText(str(attrs.get("label") or nid))
+        if kind == "group":
+            self._show_group(nid, attrs, graph)
+            return
+        op = attrs.get("op") or ""
+        self.subtitle.setText(f"{kind} · {op}" if op and kind == "op" else kind)
+        idf = self.identity
+        idf.setTitle("Node")
+        idf.add("id", nid)
+        if op:
+            idf.add("op", op)
+        if attrs.get("custom"):
+            idf.add("autograd.Function", attrs["custom"])
+        module = attrs.get("module", "")
+        mtype = attrs.get("module_type", "")
+        idf.add("module", (module or "(model)") + (f"  [{mtype}]" if mtype else ""), key="module")
+        if attrs.get("location"):
+            self.source.set_location(attrs["location"])
+            idf.add("source", self.source)
+            if attrs.get("code"):
+                self.code.setText(attrs["code"].strip())
+                self.code.setTextFormat(Qt.PlainText)
+                idf.add("", self.code)
+        if attrs.get("call"):
+            idf.add("call", attrs["call"])
+        outputs = attrs.get("outputs") or []
+        if outputs:
+            for i, o in enumerate(outputs):
+                idf.add("output" if len(outputs) == 1 else f"output {i}",
+                        f"{shape(o.get('shape'))}  {o.get('dtype', '')}  {o.get('device', '')}")
+        else:
+            idf.add("shape", f"{shape(attrs.get('shape'))}  {attrs.get('dtype', '')}  {attrs.get('device', '')}")
+        if kind == "loss" and attrs.get("value") is not None:
+            idf.add("value", num(attrs.get("value")))
+        if kind == "param":
+            idf.add("requires_grad", str(attrs.get("requires_grad", True)))
+            if attrs.get("reachable") is False:
+                idf.add("reached", "no: backward never reached this parameter")
+        idf.show()
+        self._show_stats(self.gradient, attrs, "grad", "no gradient flowed here")
+        self.histogram.setVisible(self.histogram.set_hist(attrs.get("grad_hist")))
+        self.gradient.show()
+        if kind == "param":
+            self._show_stats(self.values, attrs, "value", "")
+            self.values.show()
+        else:
+            self.values.hide()
+        self._show_saved(attrs.get("saved") or [])
+
+    def _code_label(self) -> QLabel:
+        label = QLabel()
+        label.setFont(QFontDatabase.systemFont(QFontDatabase.FixedFont))
+        label.setWordWrap(True)
+        label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        label.setStyleSheet("background: palette(alternate-base); padding: 3px;")
+        return label
+
+    def _show_stats(self, section: _Section, attrs: dict, prefix: str, empty: str) -> None:
+        if attrs.get(f"{prefix}_norm") is None and attrs.get(f"{prefix}_numel") is None:
+            section.add("", empty or "—", key=f"{prefix} none")
+            return
+        for key, label in STAT_ROWS:
+            value = attrs.get(f"{prefix}_{key}")
+            text = count(value) if key in ("nan", "inf", "numel") else num(value)
+            if key == "zero_frac" and value is not None:
+                text = f"{num(value)}  ({value * 100:.1f} %)"
+            w = section.add(label, text, key=f"{prefix} {key}")
+            if key in ("nan", "inf") and value:
+                w.setStyleSheet("color: #d32f2f; font-weight: 600;")
+
+    def _show_group(self, nid: str, attrs: dict, graph) -> None:
+        self.subtitle.setText("module group · double-click to expand")
+        idf = self.identity
+        idf.setTitle("Module")
+        idf.add("module", attrs.get("module", ""), key="module")
+        idf.add("type", attrs.get("module_type", ""), key="type")
+        idf.add("nodes", count(attrs.get("n_nodes")), key="nodes")
+        idf.show()
+        g = self.gradient
+        g.add("norm", num(attrs.get("grad_norm")), key="grad norm")
+        if attrs.get("grad_nan"):
+            g.add("NaN", count(attrs.get("grad_nan")), key="grad nan")
+        if attrs.get("grad_inf"):
+            g.add("Inf", count(attrs.get("grad_inf")), key="grad inf")
+        members = [m for m in attrs.get("members", ()) if m.startswith("param:")]
+        if members and graph is not None:
+            for m in members[:200]:
+                a = graph.nodes[m] if m in graph else {}
+                g.add(m[len("param:"):], num(a.get("grad_norm")), key=m)
+            if len(members) > 200:
+                g.add("", f"… {len(members) - 200} more parameters")
+        self.histogram.hide()
+        g.show()
+        self.values.hide()
+        self.saved_box.hide()
+
+    def _show_saved(self, saved: list[dict]) -> None:
+        self.saved.setRowCount(len(saved))
+        for row, entry in enumerate(saved):
+            if "value" in entry:
+                cells = [entry.get("name", ""), str(entry.get("value")), ""]
+            else:
+                cells = [entry.get("name", ""), shape(entry.get("shape")), entry.get("dtype", "")]
+            for col, text in enumerate(cells):
+                self.saved.setItem(row, col, QTableWidgetItem(text))
+        self.saved.setFixedHeight(min(24 + 24 * len(saved), 240))
+        self.saved_box.setVisible(bool(saved))

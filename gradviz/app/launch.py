@@ -1,0 +1,159 @@
+"""``run_app``: start the desktop app (``gradviz [script]``), or take a screenshot of it.
+
+Screenshot mode (``--screenshot PATH``) sizes the window, waits until the graph is
+traced, laid out and painted, saves a grab atomically and exits 0; on any error it
+prints the reason on stderr and exits 1 (also after ``SCREENSHOT_TIMEOUT`` seconds).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import gradviz
+
+SCREENSHOT_TIMEOUT = 120.0
+
+
+def default_script() -> Path | None:
+    """The built-in sample, ``samples/mlp_digits.py`` next to the package (None if absent)."""
+    path = Path(gradviz.__file__).resolve().parent.parent / "samples" / "mlp_digits.py"
+    return path if path.is_file() else None
+
+
+def parse_size(size: str) -> tuple[int, int]:
+    try:
+        w, h = (int(v) for v in size.lower().split("x"))
+    except ValueError:
+        raise ValueError(f"--size must look like 1400x900, got {size!r}") from None
+    if w < 200 or h < 150:
+        raise ValueError(f"--size {size} is too small")
+    return w, h
+
+
+def make_app(argv: list[str] | None = None):
+    from PySide6.QtWidgets import QApplication
+
+    from gradviz.app.icon import app_icon
+
+    app = QApplication.instance()
+    if app is None:
+        app = QApplication(argv or [sys.argv[0] if sys.argv else "gradviz"])
+        app.setStyle("Fusion")
+    app.setApplicationName("gradviz")
+    app.setApplicationDisplayName("gradviz")
+    app.setOrganizationName("gradviz")
+    app.setOrganizationDomain("gradviz.dev")
+    app.setApplicationVersion(gradviz.__version__)
+    app.setWindowIcon(app_icon())
+    return app
+
+
+def save_atomically(image, path: str | Path) -> None:
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    folder.mkdir(parents=True, exist_ok=True)
+    fmt = (path.suffix[1:] or "png").upper()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix or ".png", dir=folder)
+    os.close(fd)
+    try:
+        if not image.save(tmp, fmt):
+            raise OSError(f"could not write {fmt} image to {path}")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run_app(script: str | None = None, screenshot: str | None = None, size: str = "1400x900") -> int:
+    try:
+        width, height = parse_size(size)
+    except ValueError as exc:
+        print(f"gradviz: {exc}", file=sys.stderr)
+        return 2
+    app = make_app()
+    from PySide6.QtCore import QTimer
+
+    from gradviz.app.error_panel import ExceptHook
+    from gradviz.app.main_window import MainWindow
+
+    window = MainWindow()
+    hook = ExceptHook(window)
+    hook.caught.connect(lambda exc, text: window.show_error(exc, details=text, title="Unexpected error"))
+    hook.install()
+    path = Path(script) if script else default_script()
+    result = {"code": 0}
+    if screenshot:
+        window.resize(width, height)
+        return _screenshot(app, window, path, screenshot, hook)
+    geometry = window.settings.value("window/geometry")
+    if geometry is not None:
+        window.restoreGeometry(geometry)
+        state = window.settings.value("window/state")
+        if state is not None:
+            window.restoreState(state)
+    else:
+        window.resize(width, height)
+    window.show()
+    if path is not None:
+        QTimer.singleShot(0, lambda: window.open_script(path))
+    else:
+        window.view.set_placeholder("The built-in sample (samples/mlp_digits.py) is not installed.\n"
+                                    "Open a model script with File ▸ Open (Ctrl+O) or drop a .py file here.")
+    try:
+        result["code"] = app.exec()
+    finally:
+        hook.uninstall()
+    if not window.shutdown(2000):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(result["code"])  # a user script still running in the worker: do not wait for it
+    return result["code"]
+
+
+def _screenshot(app, window, path: Path | None, out: str, hook) -> int:
+    from PySide6.QtCore import QTimer
+
+    state = {"code": 1, "done": False}
+
+    def finish(code: int, message: str | None = None) -> None:
+        if state["done"]:
+            return
+        state["done"] = True
+        if message:
+            print(f"gradviz: {message}", file=sys.stderr)
+        state["code"] = code
+        app.quit()
+
+    def shoot() -> None:
+        try:
+            app.processEvents()
+            window.repaint()
+            save_atomically(window.grab().toImage(), out)
+        except Exception as exc:  # noqa: BLE001
+            finish(1, f"screenshot failed: {exc}")
+            return
+        finish(0)
+
+    def shown() -> None:
+        QTimer.singleShot(300, shoot)  # let the docks and overlays settle, then paint and grab
+
+    if path is None:
+        print("gradviz: the built-in sample samples/mlp_digits.py is missing; give a script", file=sys.stderr)
+        return 1
+    window.graphShown.connect(shown)
+    window.traceFailed.connect(lambda exc: finish(1, f"could not trace {path}: {exc}"))
+    hook.caught.connect(lambda exc, text: finish(1, f"unexpected error: {exc}"))
+    QTimer.singleShot(int(SCREENSHOT_TIMEOUT * 1000),
+                      lambda: finish(1, f"timed out after {SCREENSHOT_TIMEOUT:.0f} s waiting for the graph"))
+    window.show()
+    QTimer.singleShot(0, lambda: window.open_script(path))
+    app.exec()
+    hook.uninstall()
+    if not window.shutdown(2000):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(state["code"])
+    return state["code"]

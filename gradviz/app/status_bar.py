@@ -1,0 +1,45 @@
+"""The status bar: script, device, nodes/edges, trace time, and a busy bar with the phase."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtWidgets import QLabel, QProgressBar, QStatusBar
+
+from gradviz.app.formatting import count, seconds
+
+
+class StatusBar(QStatusBar):
+    def __init__(self, parent=None) -> None:
+        super().__init__(parent)
+        self.script = QLabel("no script")
+        self.device = QLabel("")
+        self.size_label = QLabel("")
+        self.timing = QLabel("")
+        self.phase = QLabel("")
+        self.busy = QProgressBar()
+        self.busy.setRange(0, 0)
+        self.busy.setMaximumWidth(140)
+        self.busy.setMaximumHeight(14)
+        self.busy.setTextVisible(False)
+        self.addWidget(self.script)
+        self.addWidget(self.phase)
+        self.addWidget(self.busy)
+        for w in (self.device, self.size_label, self.timing):
+            self.addPermanentWidget(w)
+        self.set_busy(None)
+
+    def set_busy(self, phase: str | None) -> None:
+        self.busy.setVisible(phase is not None)
+        self.phase.setVisible(phase is not None)
+        self.phase.setText(f"{phase}…" if phase else "")
+
+    def set_run(self, run: dict, view_nodes: int | None = None) -> None:
+        script = run.get("script")
+        self.script.setText(Path(script).name if script else "no script")
+        self.script.setToolTip(script or "")
+        self.device.setText(f"device: {run.get('device') or '—'}")
+        nodes = f"{count(run.get('nodes'))} nodes · {count(run.get('edges'))} edges"
+        if view_nodes is not None and view_nodes != run.get("nodes"):
+            nodes += f" · {count(view_nodes)} shown"
+        self.size_label.setText(nodes)
+        self.timing.setText(f"traced in {seconds(run.get('trace_seconds'))}")
