@@ -1,0 +1,288 @@
+"""Write a traced graph to disk: JSON (node-link), GraphML, Graphviz DOT, and images.
+
+No Qt here: images (.svg .png .pdf) go through ``gradviz.render`` imported lazily, so
+``gradviz export model.py -o g.json`` works on a machine without a display stack.
+Every writer goes through ``atomic_write``: a crash or a full disk never leaves a
+half-written file in place of a good one.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import networkx as nx
+import numpy as np
+
+from gradviz.core.colors import LogColorScale, auto_range, text_color_for, to_hex
+
+TEXT_FORMATS = (".json", ".graphml", ".dot", ".gv")
+IMAGE_FORMATS = (".svg", ".png", ".pdf")
+FORMATS = TEXT_FORMATS + IMAGE_FORMATS
+REQUIRED_NODE_KEYS = ("kind", "shape", "grad_norm")
+
+__all__ = ["ExportError", "FORMATS", "to_node_link", "json_safe", "write_json", "write_graphml", "write_dot",
+           "dot_source", "atomic_write", "export_graph", "shape_text"]
+
+
+class ExportError(Exception):
+    """The graph cannot be written where or how it was asked (message says why)."""
+
+
+# -- JSON-safe values ---------------------------------------------------------------
+
+def json_safe(value: Any) -> Any:
+    """``value`` with tuples -> lists, numpy -> Python, non-finite floats -> "nan"/"inf"/"-inf".
+
+    Strict JSON has no NaN/Infinity literals; strings keep the file loadable by any
+    parser while still saying what the value was.
+    """
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return v
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return json_safe(value.tolist())
+    if hasattr(value, "tolist"):  # torch tensors and the like, should one slip in
+        return json_safe(value.tolist())
+    return str(value)
+
+
+def to_node_link(graph: nx.DiGraph) -> dict:
+    """networkx node-link data (``edges`` key, as networkx 3.4+ writes it), JSON-safe.
+
+    Every node has ``kind``, ``shape`` and ``grad_norm`` (None when absent), and
+    parameters ``param``, so readers need no ``.get`` dance.
+    """
+    nodes = []
+    for nid, attrs in graph.nodes(data=True):
+        entry = {"id": json_safe(nid), **{k: json_safe(v) for k, v in attrs.items() if k != "id"}}
+        for key in REQUIRED_NODE_KEYS:
+            entry.setdefault(key, None)
+        if entry["kind"] == "param":
+            entry.setdefault("param", str(nid).partition(":")[2] or str(nid))
+        nodes.append(entry)
+    edges = [{"source": json_safe(u), "target": json_safe(v), **{k: json_safe(x) for k, x in attrs.items()
+                                                                  if k not in ("source", "target")}}
+             for u, v, attrs in graph.edges(data=True)]
+    return {"directed": graph.is_directed(), "multigraph": graph.is_multigraph(),
+            "graph": json_safe(dict(graph.graph)), "nodes": nodes, "edges": edges}
+
+
+def write_json(graph: nx.DiGraph, path: str | os.PathLike) -> None:
+    data = to_node_link(graph)
+
+    def writer(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1, allow_nan=False)
+            f.write("\n")
+    atomic_write(path, writer)
+
+
+# -- GraphML ---------------------------------------------------------------------------
+
+def _graphml_value(value: Any) -> Any:
+    """A GraphML scalar, or None to leave the attribute out (GraphML has no null)."""
+    if value is None:
+        return None
+    if isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)  # GraphML doubles accept NaN and INF
+    return json.dumps(json_safe(value), separators=(",", ":"))
+
+
+def _graphml_graph(graph: nx.DiGraph) -> nx.DiGraph:
+    out = nx.DiGraph()
+    for key, value in graph.graph.items():
+        v = _graphml_value(value)
+        if v is not None:
+            out.graph[key] = v
+    for nid, attrs in graph.nodes(data=True):
+        out.add_node(str(nid), **{k: v for k, v in ((k, _graphml_value(x)) for k, x in attrs.items())
+                                  if v is not None})
+    for u, v, attrs in graph.edges(data=True):
+        out.add_edge(str(u), str(v), **{k: x for k, x in ((k, _graphml_value(y)) for k, y in attrs.items())
+                                        if x is not None})
+    # one type per attribute name: an int column that also holds floats becomes float
+    for items in (out.nodes.values(), out.edges.values()):
+        kinds: dict[str, set] = {}
+        for attrs in items:
+            for k, v in attrs.items():
+                kinds.setdefault(k, set()).add(type(v))
+        for attrs in items:
+            for k, v in list(attrs.items()):
+                types = kinds[k]
+                if str in types and not isinstance(v, str):
+                    attrs[k] = json.dumps(json_safe(v))  # mixed with text: all text
+                elif float in types and not isinstance(v, float):
+                    attrs[k] = float(v)  # ints (and bools) beside floats: all floats
+    return out
+
+
+def write_graphml(graph: nx.DiGraph, path: str | os.PathLike) -> None:
+    """GraphML with scalar attributes only: lists and dicts become JSON strings."""
+    flat = _graphml_graph(graph)
+    atomic_write(path, lambda tmp: nx.write_graphml(flat, tmp, infer_numeric_types=True))
+
+
+# -- Graphviz DOT ----------------------------------------------------------------------
+
+def shape_text(shape: Any) -> str:
+    """``[64, 128]`` -> ``64×128``; a scalar (``[]``) -> ``scalar``; unknown -> ``''``."""
+    if shape is None or not isinstance(shape, (list, tuple)):
+        return ""
+    return "×".join(str(d) for d in shape) if shape else "scalar"
+
+
+def _q(text: Any) -> str:
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+_DOT_SHAPES = {
+    "param": 'shape=box, style="rounded,filled", penwidth=2.5',
+    "input": 'shape=parallelogram, style=filled',
+    "leaf": 'shape=parallelogram, style=filled',
+    "op": 'shape=box, style=filled',
+    "loss": 'shape=doubleoctagon, style=filled',
+    "group": 'shape=tab, style=filled, penwidth=1.5',
+}
+
+
+def _dot_label(nid: Any, attrs: dict) -> str:
+    kind = attrs.get("kind")
+    label = str(attrs.get("label") or nid)
+    if kind == "group":
+        return f"{attrs.get('module') or label}\n{attrs.get('module_type', '')} · {attrs.get('n_nodes', 0)} nodes"
+    if kind in ("param", "input", "leaf"):
+        shape = shape_text(attrs.get("shape"))
+        return f"{label}\n{shape}" if shape else label
+    if kind == "loss" and isinstance(attrs.get("value"), (int, float)):
+        return f"{label}\n{attrs['value']:.4g}"
+    return label
+
+
+def dot_source(graph: nx.DiGraph, scale: LogColorScale | None = None) -> str:
+    """Graphviz source: shapes by kind, fill = gradient colour, edges labelled with shapes."""
+    norms = [attrs.get("grad_norm") for _, attrs in graph.nodes(data=True)]
+    scale = scale or LogColorScale(*auto_range(norms))
+    colors = scale.colors_for(norms)
+    lines = ["digraph gradviz {", '  graph [rankdir=TB, fontname="Helvetica", nodesep=0.3, ranksep=0.45];',
+             '  node [fontname="Helvetica", fontsize=11, color="#374151", margin="0.12,0.05", height=0.3];',
+             '  edge [fontname="Helvetica", fontsize=9, color="#9ca3af", fontcolor="#6b7280", arrowsize=0.6];']
+    for (nid, attrs), rgb in zip(graph.nodes(data=True), colors):
+        kind = attrs.get("kind", "op")
+        style = _DOT_SHAPES.get(kind, _DOT_SHAPES["op"])
+        if attrs.get("reachable") is False:
+            style = style.replace('style="rounded,filled"', 'style="rounded,filled,dashed"')
+            style += ', color="#9ca3af"'
+        tooltip = attrs.get("op") or attrs.get("module") or ""
+        lines.append(f"  {_q(nid)} [label={_q(_dot_label(nid, attrs))}, {style}, fillcolor={_q(to_hex(rgb))}, "
+                     f"fontcolor={_q(to_hex(text_color_for(rgb)))}, tooltip={_q(tooltip)}];")
+    for u, v, attrs in graph.edges(data=True):
+        label = shape_text(attrs.get("shape"))
+        extra = f", label={_q(' ' + label)}" if label and label != "scalar" else ""
+        lines.append(f"  {_q(u)} -> {_q(v)} [{extra.lstrip(', ')}];" if extra else f"  {_q(u)} -> {_q(v)};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def write_dot(graph: nx.DiGraph, path: str | os.PathLike) -> None:
+    text = dot_source(graph)
+
+    def writer(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    atomic_write(path, writer)
+
+
+# -- atomic writes ---------------------------------------------------------------------
+
+def atomic_write(path: str | os.PathLike, writer: Callable[[str], Any]) -> Path:
+    """Call ``writer(tmp_path)`` on a temporary file next to ``path``, then rename it over ``path``.
+
+    The rename (``os.replace``) is atomic on one file system, so readers see the old file or
+    the new one, never half of one; on any error the temporary file is removed and an
+    existing ``path`` is left as it was. The result gets normal permissions (umask),
+    or the old file's, not mkstemp's 0600.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise ExportError(f"cannot write {target}: folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=f".part{target.suffix}", dir=folder)
+    except OSError as exc:
+        raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from exc
+    os.close(fd)
+    try:
+        writer(tmp)
+        if not os.path.exists(tmp):
+            raise ExportError(f"cannot write {target}: the writer produced no file")
+        try:
+            mode = os.stat(target).st_mode & 0o7777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return target
+
+
+# -- dispatch -------------------------------------------------------------------------
+
+def export_graph(graph: nx.DiGraph, path: str | os.PathLike, collapse_depth: int | None = None, *,
+                 scale: float = 2.0, dpi: float | None = None, theme: str = "light") -> Path:
+    """Write ``graph`` to ``path``; the format follows the extension (see ``FORMATS``).
+
+    ``collapse_depth`` first merges modules below that depth into group boxes
+    (``gradviz.core.grouping.collapse``). Images are laid out and drawn by the same
+    renderer as the window; ``scale``/``dpi`` apply to PNG (and DPI to PDF).
+    """
+    target = Path(path)
+    ext = target.suffix.lower()
+    if ext not in FORMATS:
+        known = " ".join(FORMATS)
+        raise ExportError(f"cannot export to '{target.name}': unknown extension '{target.suffix or '(none)'}' "
+                          f"(use one of {known})")
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise ExportError(f"cannot write {target}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ExportError(f"cannot write {target}: folder {folder} is not writable")
+    if collapse_depth is not None:
+        from gradviz.core.grouping import collapse
+        graph = collapse(graph, depth=collapse_depth)
+    if ext == ".json":
+        write_json(graph, target)
+    elif ext == ".graphml":
+        write_graphml(graph, target)
+    elif ext in (".dot", ".gv"):
+        write_dot(graph, target)
+    else:
+        from gradviz.render.image_export import export_image  # Qt loads here, and only here
+        export_image(graph, target, scale=scale, dpi=dpi, theme=theme)
+    return target

@@ -1,0 +1,156 @@
+"""Look of the graph: themes, fonts, and the box size of each node kind.
+
+Box sizes are measured here (with the same fonts the scene paints with) and handed to
+the layout engine as ``width``/``height``, so labels fit their boxes. Use
+``layout_graph(graph)`` instead of calling ``gradviz.core.layout.layout`` directly
+when the result is meant for ``GraphScene``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Hashable
+
+import networkx as nx
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor, QFont, QFontMetricsF
+
+from gradviz.core.export import shape_text
+from gradviz.render.qtcompat import ensure_app
+
+FONT_FAMILIES = ["Inter", "Segoe UI", "Helvetica Neue", "Helvetica", "Arial", "Liberation Sans", "DejaVu Sans"]
+LABEL_PX = 12          # primary text of a box
+SMALL_PX = 10          # shapes, module types, counts
+MAX_TEXT_W = 210.0     # longer labels are elided (full text in the tooltip)
+PAD_X = 14.0
+ONE_LINE_H = 30.0      # op
+TWO_LINE_H = 42.0      # param / input / leaf: name + shape
+LOSS_H = 44.0
+GROUP_HEADER_H = 20.0
+GROUP_H = 54.0
+MIN_W = 60.0
+
+
+@dataclass(frozen=True)
+class Theme:
+    name: str
+    background: str
+    edge: str               # subtle: edges must not compete with nodes
+    edge_label: str
+    outline: str            # op boxes
+    strong_outline: str     # parameters (thick)
+    muted_text: str         # secondary text on the background
+    group_header: str       # folder tab tint drawn over the group's fill
+    accent: str             # selection / highlight
+    broken: str             # edges marked broken
+    unreachable: str        # dashed outline of parameters no gradient reached
+    dim_opacity: float = 0.28
+
+    def color(self, field: str) -> QColor:
+        return QColor(getattr(self, field))
+
+
+LIGHT = Theme("light", background="#ffffff", edge="#9aa3af", edge_label="#6b7280", outline="#4b5563",
+              strong_outline="#111827", muted_text="#6b7280", group_header="#00000022", accent="#2563eb",
+              broken="#dc2626", unreachable="#9ca3af")
+DARK = Theme("dark", background="#1e1f22", edge="#6b7280", edge_label="#9ca3af", outline="#d1d5db",
+             strong_outline="#f9fafb", muted_text="#9ca3af", group_header="#00000033", accent="#60a5fa",
+             broken="#f87171", unreachable="#6b7280")
+THEMES = {"light": LIGHT, "dark": DARK}
+
+
+def theme(name_or_theme: str | Theme | None) -> Theme:
+    if isinstance(name_or_theme, Theme):
+        return name_or_theme
+    return THEMES.get(name_or_theme or "light", LIGHT)
+
+
+@lru_cache(maxsize=None)
+def font(px: int, weight: int = 400) -> QFont:
+    f = QFont()
+    f.setFamilies(FONT_FAMILIES)
+    f.setPixelSize(px)
+    f.setWeight(QFont.Weight(weight))
+    f.setHintingPreference(QFont.PreferNoHinting)  # same metrics at every zoom and in SVG/PDF
+    return f
+
+
+def label_font() -> QFont:
+    return font(LABEL_PX, 500)
+
+
+def small_font() -> QFont:
+    return font(SMALL_PX, 400)
+
+
+def header_font() -> QFont:
+    return font(LABEL_PX - 1, 600)
+
+
+@lru_cache(maxsize=None)
+def _metrics(px: int, weight: int) -> QFontMetricsF:
+    ensure_app()
+    return QFontMetricsF(font(px, weight))
+
+
+def text_width(text: str, px: int = LABEL_PX, weight: int = 500) -> float:
+    return _metrics(px, weight).horizontalAdvance(text)
+
+
+def elide(text: str, width: float, px: int = LABEL_PX, weight: int = 500,
+          mode: Qt.TextElideMode = Qt.ElideRight) -> str:
+    return _metrics(px, weight).elidedText(text, mode, width)
+
+
+# -- what each box says -------------------------------------------------------------
+
+def node_lines(nid: Hashable, attrs: dict) -> tuple[str, str]:
+    """(primary, secondary) text of a node box; secondary may be ''."""
+    kind = attrs.get("kind", "op")
+    label = str(attrs.get("label") or nid)
+    if kind == "group":
+        mtype = attrs.get("module_type") or ""
+        n = attrs.get("n_nodes", 0)
+        return attrs.get("module") or label, f"{mtype} · {n} node{'s' if n != 1 else ''}" if mtype else f"{n} nodes"
+    if kind in ("param", "input", "leaf"):
+        return label, shape_text(attrs.get("shape"))
+    if kind == "loss":
+        value = attrs.get("value")
+        return label, (f"{value:.4g}" if isinstance(value, (int, float)) else "")
+    return label, ""
+
+
+def node_size(nid: Hashable, attrs: dict) -> tuple[float, float]:
+    """Box (width, height) for a node, from its text in the scene's fonts."""
+    kind = attrs.get("kind", "op")
+    primary, secondary = node_lines(nid, attrs)
+    if kind == "group":
+        w = max(text_width(primary, LABEL_PX - 1, 600) + 18, text_width(secondary, SMALL_PX, 400))
+        return max(MIN_W + 40, min(w, MAX_TEXT_W + 40) + 2 * PAD_X), GROUP_H
+    w = max(text_width(primary), text_width(secondary, SMALL_PX, 400) if secondary else 0.0)
+    w = min(w, MAX_TEXT_W) + 2 * PAD_X
+    if kind == "loss":
+        return max(w + 28, 84.0), LOSS_H
+    if kind in ("input", "leaf"):
+        w += 12  # the slanted / round ends eat into the text area
+    h = TWO_LINE_H if secondary else ONE_LINE_H
+    return max(w, MIN_W), h
+
+
+def sized_graph(graph: nx.DiGraph) -> nx.DiGraph:
+    """A shallow copy of ``graph`` whose nodes carry ``width``/``height`` for the layout."""
+    out = nx.DiGraph()
+    out.graph.update(graph.graph)
+    for nid, attrs in graph.nodes(data=True):
+        w, h = node_size(nid, attrs)
+        out.add_node(nid, **{**attrs, "width": float(math.ceil(w)), "height": h})  # whole pixels: crisp edges
+    out.add_edges_from(graph.edges(data=True))
+    return out
+
+
+def layout_graph(graph: nx.DiGraph, options: Any = None):
+    """``gradviz.core.layout.layout`` with box sizes that fit the scene's text."""
+    from gradviz.core.layout import LayoutOptions, layout
+
+    return layout(sized_graph(graph), options or LayoutOptions())
