@@ -19,6 +19,7 @@ FIT_MAX_SCALE = 1.25     # Fit never blows a small graph up beyond this
 
 class GraphView(QGraphicsView):
     navigate = Signal(str)          # "up" | "down" | "left" | "right"
+    cleared = Signal()              # Escape: clear the selection
     zoomChanged = Signal(float)
     viewportMoved = Signal()
 
@@ -135,6 +136,10 @@ class GraphView(QGraphicsView):
         keys = {Qt.Key_Up: "up", Qt.Key_Down: "down", Qt.Key_Left: "left", Qt.Key_Right: "right"}
         if event.key() in keys and not event.modifiers() & (Qt.ControlModifier | Qt.AltModifier):
             self.navigate.emit(keys[event.key()])
+            event.accept()
+            return
+        if event.key() == Qt.Key_Escape:
+            self.cleared.emit()
             event.accept()
             return
         super().keyPressEvent(event)

@@ -79,6 +79,7 @@ class MainWindow(QMainWindow):
         self.view.setContextMenuPolicy(Qt.CustomContextMenu)
         self.view.customContextMenuRequested.connect(self._context_menu)
         self.view.navigate.connect(self._navigate)
+        self.view.cleared.connect(lambda: self.select_nodes([]))
         self.minimap = Minimap(self.view)
         self.legend = self._make_legend()
         self.view.viewportMoved.connect(self._place_overlays)
@@ -559,7 +560,7 @@ class MainWindow(QMainWindow):
         e.addAction(self._action("Find &next", self.search.next, "F3"))
         e.addAction(self._action("Find &previous", self.search.previous, "Shift+F3"))
         e.addSeparator()
-        e.addAction(self._action("Clear selection", lambda: self.select_nodes([]), "Esc"))
+        e.addAction(self._action("Clear selection", lambda: self.select_nodes([])))
 
         v = self._menus["View"]
         self.act_fit = self._action("&Fit", self.view.fit, "F", "Fit the graph in the window")

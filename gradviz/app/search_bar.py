@@ -61,8 +61,9 @@ class SearchBar(QWidget):
         self._debounce = QTimer(self, singleShot=True, interval=150, timeout=self._run)
         self.edit.textChanged.connect(lambda _: self._debounce.start())
         self.edit.returnPressed.connect(self._enter)
-        for key, slot in (("F3", self.next), ("Shift+F3", self.previous), ("Escape", self.close_bar),
-                          ("Shift+Return", self.previous), ("Shift+Enter", self.previous)):
+        # F3 / Shift+F3 are the window's Edit menu shortcuts (they work with the bar closed too)
+        for key, slot in (("Escape", self.close_bar), ("Shift+Return", self.previous),
+                          ("Shift+Enter", self.previous)):
             sc = QShortcut(QKeySequence(key), self)
             sc.setContext(Qt.WidgetWithChildrenShortcut)
             sc.activated.connect(slot)
