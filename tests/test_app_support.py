@@ -1,4 +1,4 @@
-"""Shared fixtures for the window tests (pytest-qt, offscreen)."""
+"""Shared fixtures and helpers for the window tests (pytest-qt, offscreen). No tests here."""
 from __future__ import annotations
 
 import importlib.util
