@@ -132,7 +132,7 @@ class EdgeBatch(_Batch):
         if self.labels and (lod >= EDGE_LABEL_LOD or sc.force_detail):
             painter.setFont(sc.fonts["edge"])
             painter.setPen(sc.pens["edge_label"])
-            exposed = option.exposedRect.adjusted(-90, -12, 4, 12)  # a label starts left of what it covers
+            exposed = option.exposedRect.adjusted(-90, -12, 90, 12)  # a label starts left of what it covers
             for point, text in self.labels:
                 if exposed.contains(point):
                     painter.drawText(point, text)

@@ -210,10 +210,13 @@ class GraphScene(QGraphicsScene):
                     key = (round(x0), round(y0), text)  # fan-out: one label per source, not per edge
                     if key not in seen_labels:
                         seen_labels.add(key)
-                        labels.append((QPointF(x0 + 5, y0 + 13), text))
+                        # put the label on the side the curve does not head to
+                        heads_right = pts[1][0] > x0 + 1
+                        lx = x0 - 5 - style.text_width(text, style.SMALL_PX, 400) if heads_right else x0 + 5
+                        labels.append((QPointF(lx, y0 + 13), text))
             rect = curves.boundingRect().united(arrows.boundingRect()).adjusted(-2, -2, 2, 2)
             for point, text in labels:
-                rect = rect.united(QRectF(point.x(), point.y() - 11, 8 + 6.5 * len(text), 14))
+                rect = rect.united(QRectF(point.x() - 2, point.y() - 11, 8 + 6.5 * len(text), 14))
             batch = EdgeBatch(self, rect, curves, lines, arrows, labels)
             self.addItem(batch)
             self.edge_batches.append(batch)

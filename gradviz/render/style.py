@@ -94,6 +94,7 @@ def _metrics(px: int, weight: int) -> QFontMetricsF:
     return QFontMetricsF(font(px, weight))
 
 
+@lru_cache(maxsize=8192)
 def text_width(text: str, px: int = LABEL_PX, weight: int = 500) -> float:
     return _metrics(px, weight).horizontalAdvance(text)
 
