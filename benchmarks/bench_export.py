@@ -159,6 +159,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--blocks", type=int, nargs="*", default=[12, 48, 100, 200])
     parser.add_argument("--dot-limit", type=float, default=90.0, help="skip torchviz+dot beyond this many seconds")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: on a shared 2-core box more threads oversubscribe "
+                        "the CPU and make trace times 5x slower and noisy)")
     parser.add_argument("--no-paint", action="store_true")
     parser.add_argument("--save-frames", metavar="DIR", help="save the last painted frame of each zoom level")
     args = parser.parse_args()
@@ -168,7 +171,9 @@ def main() -> int:
     from gradviz.render.style import layout_graph
 
     ensure_app()
+    torch.set_num_threads(max(1, args.threads))
     gpt = load_sample("transformer")
+    gpt_case(gpt, 1)[1]()  # warm-up: first-call costs (imports, kernels) are not the graph's
     cases = [script_case("mlp_digits"), script_case("cnn")] + [gpt_case(gpt, n) for n in args.blocks]
     have_dot = shutil.which("dot") is not None and importlib.util.find_spec("torchviz") is not None
     print(f"{'model':<12}{'nodes':>8}{'trace':>8}{'layout':>8}{'svg':>8}{'total':>8}"

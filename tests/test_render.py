@@ -161,7 +161,13 @@ def test_click_selects_and_signals(graph, qapp, qtbot):
     with qtbot.waitSignal(scene.nodeClicked, timeout=2000) as blocker:
         qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.mapFromScene(item.sceneBoundingRect().center()))
     assert blocker.args == ["loss"]
-    assert item.isSelected()
+    assert item.isSelected() and scene.index["loss"] in scene.selected
+    # the window changes selection with signals blocked: the outline must still follow
+    scene.blockSignals(True)
+    scene.clearSelection()
+    scene.node_item("input:0").setSelected(True)
+    scene.blockSignals(False)
+    assert scene.selected == {scene.index["input:0"]}
     with qtbot.waitSignal(scene.backgroundClicked, timeout=2000):
         corner = scene.graph_rect().topLeft()
         view.centerOn(corner)

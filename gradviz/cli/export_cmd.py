@@ -24,7 +24,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--step", type=int, default=0, help="which batch(step) to trace (default 0)")
     p.add_argument("--device", default=None, help="move the model to this device (default: where the script puts it)")
     p.add_argument("--scale", type=float, default=2.0, help="PNG pixels per layout pixel (default 2)")
-    p.add_argument("--dpi", type=float, default=None, help="PNG/PDF resolution (PNG: overrides --scale as DPI/96)")
+    p.add_argument("--dpi", type=float, default=None, help="resolution recorded in PNG/PDF (print size); PNG pixels come from --scale")
     p.add_argument("--theme", choices=["light", "dark"], default="light", help="image colours (default light)")
     p.set_defaults(command="export")
     return p

@@ -127,9 +127,7 @@ def page_image(scene, page: Page, scale: float, legend: bool = True):
 
 
 def _write_png(tmp: str, scene, page: Page, scale: float, dpi: float | None, legend: bool) -> None:
-    if dpi:
-        scale = dpi / 96.0
-    image = page_image(scene, page, scale, legend)
+    image = page_image(scene, page, scale, legend)  # pixels follow scale; dpi is metadata (print size)
     if dpi:
         dots_per_meter = round(dpi / 0.0254)
         image.setDotsPerMeterX(dots_per_meter)

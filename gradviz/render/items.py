@@ -39,6 +39,15 @@ class NodeItem(QGraphicsRectItem):
         self.setFlags(QGraphicsItem.ItemHasNoContents | QGraphicsItem.ItemIsSelectable)
         self.setZValue(2)
 
+    def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value):
+        # Selection is drawn by the batch; tell the scene directly, since a window may
+        # change selection with the scene's signals blocked (no selectionChanged then).
+        if change == QGraphicsItem.ItemSelectedHasChanged:
+            scene = self.scene()
+            if scene is not None and hasattr(scene, "selection_changed"):
+                scene.selection_changed(self.index, bool(value))
+        return super().itemChange(change, value)
+
 
 class _Batch(QGraphicsItem):
     """Common part: a fixed bounding rect, never hit by clicks, exposed-rect aware."""

@@ -70,7 +70,6 @@ class GraphScene(QGraphicsScene):
         self.fonts = {"label": style.label_font(), "small": style.small_font(), "header": style.header_font(),
                       "edge": style.font(style.SMALL_PX - 0, 400)}
         self._apply_theme()
-        self.selectionChanged.connect(self._on_selection)
 
     # -- state -------------------------------------------------------------------------
     def _clear_data(self) -> None:
@@ -125,8 +124,8 @@ class GraphScene(QGraphicsScene):
     # -- building -----------------------------------------------------------------------
     def set_graph(self, graph: nx.DiGraph, layout: Layout) -> None:
         """Replace the scene's content by ``graph`` drawn at ``layout``'s positions."""
+        self._clear_data()  # first: removing items may report selection changes
         self.clear()
-        self._clear_data()
         self.graph, self.layout = graph, layout
         for nid, attrs in graph.nodes(data=True):
             if nid not in layout.pos:
@@ -396,11 +395,14 @@ class GraphScene(QGraphicsScene):
         for batch in self.edge_batches:
             batch.update()
 
-    def _on_selection(self) -> None:
-        now = {item.index for item in self.selectedItems() if isinstance(item, NodeItem)}
-        for i in now ^ self.selected:
+    def selection_changed(self, i: int, selected: bool) -> None:
+        """Called by ``NodeItem`` when its selection flips: repaint just that box."""
+        if selected:
+            self.selected.add(i)
+        else:
+            self.selected.discard(i)
+        if i < len(self.batch_of) and self.batch_of[i] is not None:
             self.batch_of[i].update(self.rects[i].adjusted(-3, -3, 3, 3))
-        self.selected = now
 
     # -- mouse ---------------------------------------------------------------------------
     def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
