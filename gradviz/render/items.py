@@ -22,6 +22,7 @@ SIMPLE_LOD = 0.3        # below: nodes are plain filled rectangles, edges hairli
 TEXT_LOD = 0.45         # below: no node text (12 px text would be < 5.5 px tall)
 EDGE_LABEL_LOD = 0.7    # below: no tensor-shape labels on edges
 
+_SELECTED_CHANGED = QGraphicsItem.ItemSelectedHasChanged
 PAINT_STATS = {"node_text": 0, "edge_labels": 0, "simple_batches": 0}  # read by tests / benchmarks
 
 
@@ -42,11 +43,12 @@ class NodeItem(QGraphicsRectItem):
     def itemChange(self, change: QGraphicsItem.GraphicsItemChange, value):
         # Selection is drawn by the batch; tell the scene directly, since a window may
         # change selection with the scene's signals blocked (no selectionChanged then).
-        if change == QGraphicsItem.ItemSelectedHasChanged:
+        # Called ~8 times per item while building: keep it lean (the base returns value).
+        if change == _SELECTED_CHANGED:
             scene = self.scene()
             if scene is not None and hasattr(scene, "selection_changed"):
                 scene.selection_changed(self.index, bool(value))
-        return super().itemChange(change, value)
+        return value
 
 
 class _Batch(QGraphicsItem):

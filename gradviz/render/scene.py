@@ -12,7 +12,8 @@ from typing import Hashable, Iterable, Mapping
 import networkx as nx
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPainterPath, QPen
-from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem, QGraphicsScene, QGraphicsSceneMouseEvent
+from PySide6.QtWidgets import (QGraphicsItem, QGraphicsPathItem, QGraphicsScene, QGraphicsSceneMouseEvent,
+                               QToolTip)
 
 from gradviz.core.colors import LogColorScale, auto_range, text_color_for
 from gradviz.core.export import shape_text
@@ -74,6 +75,7 @@ class GraphScene(QGraphicsScene):
     # -- state -------------------------------------------------------------------------
     def _clear_data(self) -> None:
         self.ids: list[str] = []
+        self.keys: list[Hashable] = []  # the graph's own node keys (ids may not be strings)
         self.index: dict[Hashable, int] = {}
         self.rects: list[QRectF] = []
         self.kinds: list[str] = []
@@ -132,7 +134,10 @@ class GraphScene(QGraphicsScene):
                 continue
             (cx, cy), (w, h) = layout.pos[nid], layout.size[nid]
             self.index[nid] = len(self.ids)
+            if not isinstance(nid, str):
+                self.index.setdefault(str(nid), len(self.ids))  # NodeItem ids are strings
             self.ids.append(str(nid))
+            self.keys.append(nid)
             self.rects.append(QRectF(cx - w / 2, cy - h / 2, w, h))
             self.kinds.append(attrs.get("kind", "op"))
             self.reachable.append(attrs.get("reachable", True) is not False)
@@ -159,9 +164,7 @@ class GraphScene(QGraphicsScene):
     def _build_nodes(self, graph: nx.DiGraph) -> None:
         add = self.addItem
         for i, (nid, rect) in enumerate(zip(self.ids, self.rects)):
-            item = NodeItem(nid, i, rect)
-            attrs = graph.nodes[self._key(nid)]
-            item.setToolTip(_tooltip(nid, attrs))
+            item = NodeItem(nid, i, rect)  # tooltips come from helpEvent, not 11k setToolTip calls
             add(item)
             self.items_by_id[nid] = item
         # batches of nodes that are close on screen: sort by (top, left) and cut in runs
@@ -177,11 +180,6 @@ class GraphScene(QGraphicsScene):
             self.node_batches.append(batch)
             for i in chunk:
                 self.batch_of[i] = batch
-
-    def _key(self, nid: str) -> Hashable:
-        """The graph's own node key for our string id (ids are strings in traced graphs)."""
-        return nid if self.graph is None or nid in self.graph else next(
-            k for k in self.graph.nodes if str(k) == nid)
 
     def _build_edges(self, graph: nx.DiGraph, layout: Layout) -> None:
         entries = []
@@ -405,6 +403,14 @@ class GraphScene(QGraphicsScene):
             self.batch_of[i].update(self.rects[i].adjusted(-3, -3, 3, 3))
 
     # -- mouse ---------------------------------------------------------------------------
+    def helpEvent(self, event) -> None:
+        nid = self.node_at(event.scenePos())
+        if nid is None or self.graph is None:
+            QToolTip.hideText()
+            return
+        QToolTip.showText(event.screenPos(), _tooltip(nid, self.graph.nodes[self.keys[self.index[nid]]]))
+        event.accept()
+
     def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
         super().mousePressEvent(event)
         if event.button() == Qt.LeftButton:
