@@ -13,6 +13,7 @@ from __future__ import annotations
 import linecache
 import sys
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,25 @@ class Cut:
     grad_enabled: bool | None = None                       # for _set_grad_enabled
 
 
+@dataclass
+class NonFinite:
+    """Where non-finite values were born in forward (``ForwardCapture(check_finite=True)``).
+
+    ``inputs_finite`` is False when the op's inputs were already non-finite but came
+    from outside the captured ops (the batch, a parameter or a buffer).
+    """
+
+    op: str                 # the torch call, e.g. 'log'
+    module: str
+    location: str
+    code: str
+    kind: str               # 'nan' or 'inf' (nan wins when both)
+    node: Any               # grad_fn of the output, or None
+    inputs_finite: bool
+    shape: list[int] = field(default_factory=list)
+    count: int = 0          # non-finite elements in the output
+
+
 def _func_name(func: Any) -> str:
     name = getattr(func, "__name__", None) or str(func)
     if name == "__get__":  # property access, e.g. Tensor.shape
@@ -66,9 +86,13 @@ def _func_name(func: Any) -> str:
 class ForwardCapture(TorchFunctionMode):
     """Context manager recording ``origins`` (grad_fn -> Origin) and ``cuts`` during forward."""
 
-    def __init__(self, model: nn.Module | None = None) -> None:
+    def __init__(self, model: nn.Module | None = None, check_finite: bool = False) -> None:
         super().__init__()
         self.model = model
+        # check_finite: record where non-finite values are born (``nonfinite``, in forward order)
+        self.check_finite = check_finite
+        self.nonfinite: list[NonFinite] = []
+        self._nf_source: dict[int, tuple[Any, int]] = {}   # id(tensor) -> (weakref, index in nonfinite)
         self.origins: dict[Any, Origin] = {}
         self.cuts: list[Cut] = []
         self.module_inputs: dict[str, list[tuple[bool, int]]] = {}   # path -> [(has grad_fn, data_ptr)]
@@ -132,6 +156,8 @@ class ForwardCapture(TorchFunctionMode):
         name = _func_name(func)
         if name in CUT_OPS:
             self._record_cut(name, args, out)
+        if self.check_finite:
+            self._check_finite(name, args, kwargs, out)
         if isinstance(out, torch.Tensor):
             fn = out.grad_fn
             if fn is not None and fn not in self.origins:
@@ -177,6 +203,54 @@ class ForwardCapture(TorchFunctionMode):
             storage.append(out.__array_interface__["data"][0])
         self.cuts.append(Cut(name, self._stack[-1], *self._user_location(), input_nodes=inputs, storage=storage))
 
+    # -- non-finite values (check_finite=True) ------------------------------
+    @property
+    def first_nonfinite(self) -> NonFinite | None:
+        return self.nonfinite[0] if self.nonfinite else None
+
+    def nonfinite_origin(self, tensor: Any) -> NonFinite | None:
+        """The birth of the non-finite values in ``tensor`` (an output seen in forward)."""
+        src = self._nf_source.get(id(tensor))
+        if src is not None and src[0]() is tensor:
+            return self.nonfinite[src[1]]
+        return self.first_nonfinite
+
+    def _check_finite(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
+        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,))
+                if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())]
+        bad = [t for t in outs if not _all_finite(t)]
+        if not bad or len(self.nonfinite) >= 10_000:
+            return
+        source = None
+        inputs_finite = True
+        for a in tree_flatten((args, kwargs))[0]:
+            if not isinstance(a, torch.Tensor) or not (a.is_floating_point() or a.is_complex()):
+                continue
+            if any(a is b for b in bad):   # an in-place op: judge the input by its record
+                known = self._nf_source.get(id(a))
+                if known is not None and known[0]() is a:
+                    source = known[1]
+                    break
+                continue
+            if not _all_finite(a):
+                inputs_finite = False
+                known = self._nf_source.get(id(a))
+                if known is not None and known[0]() is a:
+                    source = known[1]
+                    break
+        if source is None:
+            t = bad[0]
+            nan = bool(torch.isnan(t).any())
+            self.nonfinite.append(NonFinite(
+                name, self._stack[-1], *self._user_location(), "nan" if nan else "inf", t.grad_fn,
+                inputs_finite, list(t.shape), int((~torch.isfinite(t)).sum())))
+            source = len(self.nonfinite) - 1
+        for t in bad:
+            try:
+                self._nf_source[id(t)] = (weakref.ref(t), source)
+            except TypeError:
+                pass
+
     def _user_location(self) -> tuple[str, str]:
         frame = sys._getframe(2)
         while frame is not None:
@@ -186,6 +260,17 @@ class ForwardCapture(TorchFunctionMode):
                 return f"{filename}:{lineno}", linecache.getline(filename, lineno).strip()
             frame = frame.f_back
         return "", ""
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    """True when every element is finite; a sum first (cheap), the full test only if it is not."""
+    try:
+        with torch.no_grad():
+            if bool(torch.isfinite(t.sum())):
+                return True
+            return bool(torch.isfinite(t).all())
+    except Exception:
+        return True
 
 
 def _tensor_facts(obj: Any) -> list[tuple[bool, int]]:

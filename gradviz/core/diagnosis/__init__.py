@@ -1,0 +1,12 @@
+"""Diagnosis: the articles' checklist as code (no Qt).
+
+``check(script, steps=0) -> list[Finding]`` is the one entry point; ``gradcheck_script``
+and ``gradcheck_function`` are the numerical gradient checks.
+"""
+from gradviz.core.diagnosis.checklist import CheckReport, check, check_report
+from gradviz.core.diagnosis.findings import CODES, Finding, sort_findings
+from gradviz.core.diagnosis.gradcheck import (GradcheckReport, ParamCheck, gradcheck_function,
+                                              gradcheck_script)
+
+__all__ = ["check", "check_report", "CheckReport", "Finding", "CODES", "sort_findings", "gradcheck_script",
+           "gradcheck_function", "GradcheckReport", "ParamCheck"]

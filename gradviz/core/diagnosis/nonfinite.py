@@ -1,0 +1,211 @@
+"""``nan`` / ``inf`` (where non-finite values are born) and ``inplace``.
+
+Forward: the capture records, for every op whose output is non-finite, where that
+came from; the birth of what reaches the loss is the first op whose output went
+non-finite while its inputs were finite. Backward: a hook on every node finds the
+first node that returned non-finite gradients from finite ones (what anomaly mode
+names); its origin gives the forward line that created it.
+
+In-place: when backward raises "modified by an inplace operation", the node being run
+is the one whose saved tensor was overwritten; the capture's in-place calls give the
+call that overwrote it and the op that had made the tensor.
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import torch
+
+from gradviz.core.diagnosis.findings import Finding, fmt_params
+from gradviz.core.diagnosis.probe import Probe
+
+INPLACE_RE = re.compile(r"modified by an inplace operation: \[([^\]]*?)\s*(\[[^\]]*\])?\], which is output "
+                        r"(\d+) of (\w+), is at version (\d+); expected version (\d+)")
+
+
+def _short(location: str | None) -> str:
+    if not location:
+        return "an unknown line"
+    path, _, line = location.rpartition(":")
+    return f"{os.path.basename(path)}:{line}"
+
+
+def _origin(probe: Probe, fn: Any):
+    return probe.capture.origins.get(fn) if probe.capture is not None and fn is not None else None
+
+
+def _anomaly_location(fn: Any) -> str | None:
+    """file:line from anomaly mode's forward traceback, when the node has one."""
+    from gradviz.core.script import is_user_file
+    try:
+        tb = fn.metadata.get("traceback_")
+    except Exception:
+        return None
+    if not tb:
+        return None
+    found = None
+    for frame in tb if isinstance(tb, list) else [tb]:
+        for m in re.finditer(r'File "([^"]+)", line (\d+)', str(frame)):
+            if is_user_file(m.group(1)):
+                found = f"{m.group(1)}:{m.group(2)}"
+    return found
+
+
+def loss_is_finite(probe: Probe) -> bool:
+    loss = probe.loss if probe.loss is not None else probe.raw_loss
+    return not isinstance(loss, torch.Tensor) or bool(torch.isfinite(loss.detach()).all())
+
+
+def forward_findings(probe: Probe, step: int | None = None) -> list[Finding]:
+    """A finding when the loss is non-finite: the op where that was born."""
+    if loss_is_finite(probe) or probe.capture is None:
+        return []
+    loss = probe.loss if probe.loss is not None else probe.raw_loss
+    birth = probe.capture.nonfinite_origin(loss)
+    lv = float(loss.detach().float().sum())
+    when = f" at step {step}" if step else ""
+    if birth is None:
+        kind = "nan" if lv != lv else "inf"
+        return [Finding(kind, "error", f"The loss is {lv}{when}, but no op in forward produced the "
+                        "non-finite value (was it computed outside the model?).", data={"loss": lv, "step": step})]
+    nid = probe.node_id(birth.node)
+    what = "NaN" if birth.kind == "nan" else "inf"
+    if birth.inputs_finite:
+        src = (f"`{birth.op}` at {_short(birth.location)}" + (f" (`{birth.code}`)" if birth.code else "")
+               + (f" in module `{birth.module}`" if birth.module else "")
+               + f" is the first operation whose output is {what} while its inputs were finite")
+    else:
+        bad_in = [f"input {i} of the batch ({int((~torch.isfinite(t)).sum())} values)"
+                  for i, t in enumerate(probe.inputs)
+                  if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())]
+        bad_p = [n for n, p in probe.model.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
+        bad_b = [n for n, b in probe.model.named_buffers()
+                 if b.is_floating_point() and not bool(torch.isfinite(b).all())]
+        whence = "; ".join(x for x in (", ".join(bad_in), ", ".join(f"parameter `{n}`" for n in bad_p[:4]),
+                                         ", ".join(f"buffer `{n}`" for n in bad_b[:4])) if x) \
+            or "the batch, a parameter or a buffer"
+        src = (f"non-finite values come in from outside forward ({whence}): "
+               f"`{birth.op}` at {_short(birth.location)} is the first operation that sees them")
+    advice = _advice(birth.op)
+    msg = (f"The loss is {lv}{when}: {src}. Everything after it, the gradients included, is "
+           f"{'NaN' if birth.kind == 'nan' else 'inf/NaN'}. {advice}")
+    return [Finding(birth.kind, "error", msg, modules=[birth.module] if birth.module else [],
+                    nodes=[nid] if nid else [], location=birth.location or None,
+                    data={"loss": lv, "op": birth.op, "count": birth.count, "shape": birth.shape, "step": step,
+                          "inputs_finite": birth.inputs_finite, "nan_origin": [nid] if nid else [],
+                          "stage": "forward"})]
+
+
+def _advice(op: str) -> str:
+    if op in ("log", "log_", "log2", "log10"):
+        return ("log(0) = -inf: a probability rounded to exactly 0. Use log_softmax / F.cross_entropy (or "
+                "F.binary_cross_entropy_with_logits) instead of log(softmax(x)) / log(sigmoid(x)), or clamp "
+                "the argument (x.clamp_min(1e-12)); and scale the inputs (e.g. to [0, 1]).")
+    if op in ("div", "__truediv__", "div_", "reciprocal", "__rtruediv__"):
+        return "A division by zero: add a small epsilon to the denominator or mask the zero entries."
+    if op in ("sqrt", "rsqrt", "pow", "__pow__"):
+        return "sqrt/pow of a negative number or 0: clamp the argument or add an epsilon."
+    if op in ("exp", "exp_", "softmax", "sigmoid"):
+        return "exp overflows float32 above ~88: subtract the maximum (logsumexp trick) or normalise the inputs."
+    return ("Check that op's inputs (their scale, zeros in denominators, negative arguments of log/sqrt), "
+            "normalise the inputs, lower the learning rate; torch.autograd.set_detect_anomaly(True) confirms it.")
+
+
+def backward_findings(probe: Probe, step: int | None = None) -> list[Finding]:
+    """A finding when backward produced non-finite gradients from finite ones."""
+    if not probe.backward_births:
+        return []
+    fn, kind = probe.backward_births[0]
+    nid = probe.node_id(fn)
+    origin = _origin(probe, fn)
+    location = (origin.location if origin is not None and origin.location else None) or _anomaly_location(fn)
+    code = origin.code if origin is not None else ""
+    module = origin.module if origin is not None else ""
+    bad = sorted(n for n, g in probe.grads.items() if g is not None and not bool(torch.isfinite(g).all()))
+    what = "NaN" if kind == "nan" else "inf"
+    when = f" at step {step}" if step else ""
+    msg = (f"Backward produced {what} gradients{when} although the loss is finite: `{fn.name()}` is the first "
+           f"node that returned {what} from finite gradients; it was created at {_short(location)}"
+           + (f" (`{code}`)" if code else "") + ". ")
+    if bad:
+        msg += f"{fmt_params(bad)} get non-finite gradients. "
+    name = fn.name()
+    if "Sqrt" in name or "Pow" in name:
+        msg += ("The derivative of sqrt (or x**p with p < 1) is infinite at 0: add an epsilon "
+                "(torch.sqrt(x + 1e-12)) or clamp the argument.")
+    elif "Div" in name:
+        msg += "A division by (almost) zero in backward: add an epsilon to the denominator."
+    elif "Log" in name:
+        msg += "log near 0 has a huge derivative: clamp its argument or use a log-space formulation."
+    else:
+        msg += "Check that op for zeros, huge values or non-smooth points (anomaly mode names the same node)."
+    return [Finding(kind, "error", msg, params=bad, modules=[module] if module else [],
+                    nodes=[nid] if nid else [], location=location,
+                    data={"node": name, "nan_origin": [nid] if nid else [], "stage": "backward", "step": step})]
+
+
+def is_inplace_error(exc: BaseException | None) -> bool:
+    return exc is not None and "modified by an inplace operation" in str(exc)
+
+
+def inplace_findings(probe: Probe) -> list[Finding]:
+    exc = probe.backward_error
+    if not is_inplace_error(exc):
+        return []
+    text = str(exc)
+    m = INPLACE_RE.search(text)
+    shape = None
+    version = None
+    if m:
+        try:
+            shape = [int(v) for v in re.findall(r"\d+", m.group(2) or "")]
+        except ValueError:
+            shape = None
+        version = int(m.group(5))
+    cap = probe.capture
+    failing = probe.last_node
+    nodes: list[str] = []
+    fid = probe.node_id(failing)
+    f_origin = _origin(probe, failing)
+    f_loc = (f_origin.location if f_origin is not None and f_origin.location else None) or \
+        (_anomaly_location(failing) if failing is not None else None)
+    # the in-place call: same shape and version, preferring one whose tensor the failing node could have saved
+    cands = [c for c in cap.inplace_calls
+             if (shape is None or c.shape == shape) and (version is None or c.version == version)]
+    if not cands:
+        cands = [c for c in cap.inplace_calls if shape is None or c.shape == shape]
+    call = cands[0] if cands else None
+    creator = call.prior_node if call is not None else None
+    c_origin = _origin(probe, creator)
+    cid = probe.node_id(creator)
+    for n in (cid, fid):
+        if n and n not in nodes:
+            nodes.append(n)
+    parts = []
+    if call is not None:
+        made = (f"the output of `{c_origin.call or creator.name()}` (made at {_short(c_origin.location)})"
+                if c_origin is not None else
+                (f"the output of `{creator.name()}`" if creator is not None else "a tensor"))
+        parts.append(f"`{call.op}` at {_short(call.location)}" + (f" (`{call.code}`)" if call.code else "")
+                     + f" modifies in place {made}")
+    else:
+        parts.append("an in-place operation modified a tensor")
+    if failing is not None:
+        parts.append(f"but `{failing.name()}` (created at {_short(f_loc)}"
+                     + (f", `{f_origin.code}`" if f_origin is not None and f_origin.code else "")
+                     + ") had saved that tensor to compute its gradient, so backward fails with \"one of the "
+                     "variables needed for gradient computation has been modified by an inplace operation\"")
+    msg = (", ".join(parts) + ". Replace the in-place call by its out-of-place form (`y = y * 2` instead of "
+           "`y.mul_(2)`, `h = h + 1` instead of `h += 1`, `inplace=False`), or clone the tensor first.")
+    modules = [m for m in ((call.module if call else None), (f_origin.module if f_origin else None)) if m]
+    location = (call.location if call is not None and call.location else None) or f_loc
+    return [Finding("inplace", "error", msg, modules=list(dict.fromkeys(modules)), nodes=nodes, location=location,
+                    data={"inplace_call": call.op if call else None,
+                          "inplace_location": call.location if call else None,
+                          "saved_by": failing.name() if failing is not None else None,
+                          "saved_by_location": f_loc,
+                          "created_by": creator.name() if creator is not None else None,
+                          "created_at": c_origin.location if c_origin is not None else None,
+                          "error": text.split("Hint:")[0].strip()})]

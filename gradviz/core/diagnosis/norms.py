@@ -1,0 +1,126 @@
+"""``exploding`` and ``vanishing`` from per-layer parameter gradient norms.
+
+A layer is the module that owns parameters (``fc1``, ``layers.3``); only layers with a
+matrix-like parameter (ndim >= 2: Linear, Conv, Embedding...) are compared, so a
+bias or a LayerNorm scale that legitimately gets a small gradient is never called
+vanishing. Layers are ordered as forward ran them (input first).
+
+- exploding: a layer's gradient norm above 1e4 (the articles' alarm level), or norms
+  that grow by three orders of magnitude or more from the output layer back to the
+  input layer, rising layer over layer.
+- vanishing: layers toward the input whose norm falls below 1e-6 of the largest
+  layer's (or below 1e-6 outright while also 100x below the largest), the largest
+  layer lying after them.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gradviz.core.diagnosis.findings import Finding, fmt_num, fmt_params
+from gradviz.core.diagnosis.probe import Probe
+
+EXPLODE_NORM = 1e4
+GROWTH = 1e3
+VANISH_REL = 1e-6
+VANISH_ABS = 1e-6
+
+
+def layer_norms(probe: Probe) -> list[dict]:
+    """[{layer, params, norm, order}] for layers with a matrix-like parameter and a gradient."""
+    cap = probe.capture
+    layers: dict[str, dict] = {}
+    for name, p in probe.model.named_parameters():
+        g = probe.grads.get(name)
+        if g is None or not p.requires_grad:
+            continue
+        owner = name.rpartition(".")[0] or name
+        entry = layers.setdefault(owner, {"layer": owner, "params": [], "sq": 0.0, "matrix": False,
+                                          "order": math.inf})
+        entry["params"].append(name)
+        n = float(torch.linalg.vector_norm(g.detach().double()))
+        entry["sq"] += n * n
+        entry["matrix"] |= p.dim() >= 2
+        uses = cap.param_uses.get(name) if cap is not None else None
+        if uses:
+            entry["order"] = min(entry["order"], uses[0].seq)
+    out = []
+    for e in layers.values():
+        if e["matrix"] and e["order"] != math.inf:
+            out.append({"layer": e["layer"], "params": e["params"], "norm": math.sqrt(e["sq"]),
+                        "order": e["order"]})
+    out.sort(key=lambda e: e["order"])
+    return out
+
+
+def norm_findings(probe: Probe, skip_zero: bool = False) -> list[Finding]:
+    layers = layer_norms(probe)
+    if not layers or not all(math.isfinite(e["norm"]) for e in layers):
+        return []
+    findings = []
+    norms = [e["norm"] for e in layers]
+    total = math.sqrt(sum(n * n for n in norms))
+    data_norms = {e["layer"]: e["norm"] for e in layers}
+
+    # exploding
+    big = [e for e in layers if e["norm"] > EXPLODE_NORM]
+    growth = None
+    if len(layers) >= 4 and norms[-1] > 0:
+        ratio = norms[0] / norms[-1]
+        rises = sum(1 for a, b in zip(norms, norms[1:]) if a > b)   # larger toward the input
+        if ratio >= GROWTH and rises >= 0.66 * (len(norms) - 1):
+            growth = ratio
+    if big or growth:
+        flagged = big or layers[: max(1, len(layers) // 3)]
+        params = [p for e in flagged for p in e["params"]]
+        worst = max(flagged, key=lambda e: e["norm"])
+        msg = (f"Exploding gradients: the gradient norm of layer `{worst['layer']}` is {fmt_num(worst['norm'])}"
+               f" (all layers together {fmt_num(total)})")
+        if growth:
+            msg += (f", and the norms grow {fmt_num(growth)}x from the last layer `{layers[-1]['layer']}` back "
+                    f"to the first `{layers[0]['layer']}`, layer over layer")
+        msg += (". Norms above 1e4 mean a layer amplifies the signal: the next steps will jump and the loss "
+                "can turn NaN. Fix the cause: a smaller init (He/Kaiming, std sqrt(2/fan_in)), normalisation "
+                "layers, residual connections, a lower learning rate, and check the data for outliers. "
+                "clip_grad_norm_ only treats the symptom.")
+        findings.append(Finding("exploding", "warning", msg, params=params,
+                                modules=[e["layer"] for e in flagged],
+                                nodes=[f"param:{p}" for p in params],
+                                data={"layer_norms": data_norms, "max_norm": worst["norm"], "global_norm": total,
+                                      "growth": growth}))
+
+    # vanishing
+    top = max(range(len(layers)), key=lambda i: norms[i])
+    biggest = norms[top]
+    if biggest > 0:
+        low = []
+        for i, e in enumerate(layers[:top]):
+            n = e["norm"]
+            if n == 0 and skip_zero:
+                continue
+            if n < VANISH_REL * biggest or (n < VANISH_ABS and n < 1e-2 * biggest):
+                low.append(e)
+        if low:
+            params = [p for e in low for p in e["params"]]
+            first = low[0]
+            msg = (f"Vanishing gradients: {len(low)} layer(s) toward the input get almost no gradient: "
+                   f"`{first['layer']}` has a gradient norm of {fmt_num(first['norm'])}, "
+                   f"{fmt_num(first['norm'] / biggest)} of the largest (`{layers[top]['layer']}`, "
+                   f"{fmt_num(biggest)}); the norms shrink layer by layer toward the input, so the first "
+                   "layers barely train. Fixes: ReLU/GELU instead of sigmoid/tanh in hidden layers, "
+                   "residual connections, normalisation (BatchNorm/LayerNorm), He/Xavier init, or fewer layers.")
+            findings.append(Finding("vanishing", "warning", msg, params=params, modules=[e["layer"] for e in low],
+                                    nodes=[f"param:{p}" for p in params],
+                                    data={"layer_norms": data_norms, "min_ratio": min(e["norm"] for e in low) / biggest,
+                                          "largest_layer": layers[top]["layer"]}))
+    return findings
+
+
+def global_norm(params) -> float:
+    sq = 0.0
+    for p in params:
+        if p.grad is not None:
+            n = float(torch.linalg.vector_norm(p.grad.detach().double()))
+            sq += n * n
+    return math.sqrt(sq)

@@ -1,0 +1,503 @@
+"""One instrumented forward and backward of a script: what every check reads.
+
+``DiagnosticCapture`` extends ``ForwardCapture`` (module paths, source lines, graph
+cuts, non-finite births) with what the checks need besides: every use of a
+parameter (and whether gradient recording was on), activation statistics of
+ReLU / sigmoid / tanh calls (reduced to a few numbers on the spot), in-place calls,
+the order modules ran in with their inputs' and outputs' autograd nodes, and the
+inputs of user ``autograd.Function`` calls (so gradcheck can test the Function on
+exactly what it saw).
+
+``run_probe`` builds the model the way ``trace`` does (seed, inputs made to require
+grad), so the node ids it hands out (``op:<k>``, ``param:<name>``) are the ids of the
+traced graph the window shows.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_flatten
+
+from gradviz.core.capture import Cut, ForwardCapture, _func_name
+from gradviz.core.script import ModelScript, ScriptError
+from gradviz.core.walk import is_leaf, walk
+
+RELU_NAMES = {"relu", "relu_"}
+CLAMP_NAMES = {"clamp", "clamp_", "clamp_min", "clamp_min_", "clip", "clip_"}
+SIGMOID_NAMES = {"sigmoid", "sigmoid_", "expit"}
+TANH_NAMES = {"tanh", "tanh_"}
+# calls after a detach that finish a trip out of autograd
+ROUNDTRIP_NAMES = {"numpy", "tolist", "item"}
+
+
+# ---------------------------------------------------------------------------
+# records
+
+
+@dataclass
+class ParamUse:
+    seq: int
+    module: str
+    location: str
+    call: str
+    grad_enabled: bool
+
+
+@dataclass
+class Activation:
+    kind: str              # 'relu' | 'sigmoid' | 'tanh'
+    call: str
+    module: str
+    location: str
+    code: str
+    node: Any              # grad_fn of the output (None under no_grad)
+    shape: list[int]
+    seq: int
+    samples: int = 0       # values per unit (batch x positions) for relu
+    units: int = 0
+    dead_frac: float = 0.0     # relu: units that are 0 for every sample
+    zero_frac: float = 0.0     # relu: elements that are 0
+    rate: float = 1.0          # sigmoid/tanh: effective gradient rate
+
+
+@dataclass
+class InplaceCall:
+    op: str
+    module: str
+    location: str
+    code: str
+    seq: int
+    prior_node: Any        # grad_fn of the tensor before the call (what made it)
+    new_node: Any
+    version: int           # the tensor's version after the call
+    shape: list[int]
+    ptr: int
+
+
+@dataclass
+class ModuleCall:
+    path: str
+    seq_in: int
+    seq_out: int | None = None
+    inputs: list[tuple[bool, bool, int]] = field(default_factory=list)   # (floating, has grad, ptr)
+    out_nodes: list[Any] = field(default_factory=list)
+    out_ptrs: list[int] = field(default_factory=list)
+
+
+@dataclass
+class CustomCall:
+    cls: type
+    name: str              # module.qualname, as the graph's ``custom`` attribute
+    args: tuple
+    kwargs: dict
+    node: Any              # grad_fn of the output
+    location: str
+    code: str
+
+
+# ---------------------------------------------------------------------------
+# user autograd.Function calls
+
+_CUSTOM_LOCK = threading.Lock()
+_CUSTOM_SINKS: dict[int, Callable[[type, tuple, dict, Any], None]] = {}
+_ORIG_APPLY = None
+
+
+def _patched_apply(cls, *args, **kwargs):
+    out = _ORIG_APPLY.__func__(cls, *args, **kwargs)
+    sink = _CUSTOM_SINKS.get(threading.get_ident())
+    if sink is not None:
+        try:
+            sink(cls, args, kwargs, out)
+        except Exception:
+            pass
+    return out
+
+
+@contextmanager
+def record_custom_calls(sink: Callable[[type, tuple, dict, Any], None]):
+    """Call ``sink(cls, args, kwargs, output)`` for each ``autograd.Function.apply`` in this thread."""
+    global _ORIG_APPLY
+    tid = threading.get_ident()
+    with _CUSTOM_LOCK:
+        if not _CUSTOM_SINKS:
+            _ORIG_APPLY = torch.autograd.Function.__dict__["apply"]
+            torch.autograd.Function.apply = classmethod(_patched_apply)
+        _CUSTOM_SINKS[tid] = sink
+    try:
+        yield
+    finally:
+        with _CUSTOM_LOCK:
+            _CUSTOM_SINKS.pop(tid, None)
+            if not _CUSTOM_SINKS and _ORIG_APPLY is not None:
+                torch.autograd.Function.apply = _ORIG_APPLY
+                _ORIG_APPLY = None
+
+
+def custom_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _clone_arg(a: Any) -> Any:
+    if isinstance(a, torch.Tensor):
+        return a.detach().clone().requires_grad_(a.requires_grad and (a.is_floating_point() or a.is_complex()))
+    return a
+
+
+# ---------------------------------------------------------------------------
+# the capture
+
+
+def _is_inplace(name: str, kwargs: dict) -> bool:
+    if kwargs.get("inplace") is True:
+        return True
+    if name.startswith("__i") and name.endswith("__") and name not in ("__init__", "__iter__", "__index__",
+                                                                      "__int__", "__invert__"):
+        return True
+    return name.endswith("_") and not name.endswith("__") and not name.startswith("_")
+
+
+class DiagnosticCapture(ForwardCapture):
+    """``ForwardCapture(check_finite=True)`` plus what the diagnosis checks read."""
+
+    def __init__(self, model: nn.Module | None = None, activations: bool = True) -> None:
+        super().__init__(model, check_finite=True)
+        self.seq = 0
+        self.param_ids = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
+        self.param_uses: dict[str, list[ParamUse]] = {}
+        self.activations: list[Activation] = []
+        self.inplace_calls: list[InplaceCall] = []
+        self.module_calls: list[ModuleCall] = []
+        self.node_seq: dict[Any, int] = {}          # grad_fn -> seq of the call that made it
+        self.cut_seq: list[int] = []                # parallel to self.cuts
+        self.cut_params: list[set[str]] = []        # parameters a cut took directly (p.detach())
+        self.roundtrips: list[tuple[int, str, str, int]] = []   # (seq, call, location, input ptr)
+        self.custom_calls: list[CustomCall] = []
+        self.record_activations = activations
+        self._custom_cm = None
+
+    # -- enter / exit: also record autograd.Function calls ------------------
+    def __enter__(self):
+        self._custom_cm = record_custom_calls(self._on_custom)
+        self._custom_cm.__enter__()
+        try:
+            return super().__enter__()
+        except BaseException:
+            self._custom_cm.__exit__(None, None, None)
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            if self._custom_cm is not None:
+                self._custom_cm.__exit__(None, None, None)
+                self._custom_cm = None
+
+    def _on_custom(self, cls, args, kwargs, out) -> None:
+        node = None
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
+                node = t.grad_fn
+                break
+        name = custom_name(cls)
+        if sum(1 for c in self.custom_calls if c.cls is cls) >= 2:
+            return
+        loc, code = self._user_location()
+        self.custom_calls.append(CustomCall(cls, name, tuple(_clone_arg(a) for a in args),
+                                            {k: _clone_arg(v) for k, v in kwargs.items()}, node, loc, code))
+
+    # -- module order ---------------------------------------------------------
+    def _make_pre(self, path: str):
+        base = super()._make_pre(path)
+
+        def pre(module, args):
+            base(module, args)
+            if threading.get_ident() == self._thread:
+                self.seq += 1
+                facts = []
+                for t in tree_flatten(args)[0]:
+                    if isinstance(t, torch.Tensor):
+                        facts.append((t.is_floating_point(), t.grad_fn is not None or t.requires_grad, _ptr(t)))
+                self.module_calls.append(ModuleCall(path, self.seq, inputs=facts))
+        return pre
+
+    def _make_post(self, path: str):
+        base = super()._make_post(path)
+
+        def post(module, args, output):
+            base(module, args, output)
+            if threading.get_ident() == self._thread:
+                for call in reversed(self.module_calls):
+                    if call.path == path and call.seq_out is None:
+                        call.seq_out = self.seq
+                        for t in tree_flatten(output)[0]:
+                            if isinstance(t, torch.Tensor):
+                                call.out_nodes.append(t.grad_fn)
+                                call.out_ptrs.append(_ptr(t))
+                        break
+        return post
+
+    # -- every torch call -----------------------------------------------------
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if threading.get_ident() != self._thread:
+            return super().__torch_function__(func, types, args, kwargs)
+        self.seq += 1
+        seq = self.seq
+        name = _func_name(func)
+        tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+        used = [self.param_ids[id(t)] for t in tensors if id(t) in self.param_ids]
+        if used:
+            grad_on = torch.is_grad_enabled()
+            loc = None
+            for pname in used:
+                uses = self.param_uses.setdefault(pname, [])
+                if len(uses) < 4:
+                    loc = loc or self._user_location()
+                    uses.append(ParamUse(seq, self._stack[-1], loc[0], name, grad_on))
+        inplace = None
+        if tensors and _is_inplace(name, kwargs):
+            target = args[0] if args and isinstance(args[0], torch.Tensor) else tensors[0]
+            inplace = (target, target.grad_fn)
+        if name in ROUNDTRIP_NAMES and tensors:
+            self.roundtrips.append((seq, name, self._user_location()[0], _ptr(tensors[0])))
+        n_cuts = len(self.cuts)
+        out = super().__torch_function__(func, types, args, kwargs)
+        if name == "data" and tensors and tensors[0].requires_grad and isinstance(out, torch.Tensor):
+            src = tensors[0]
+            self.cuts.append(Cut("data", self._stack[-1], *self._user_location(),
+                                 input_nodes=[src.grad_fn] if src.grad_fn is not None else [],
+                                 storage=[_ptr(out)]))
+        for _ in range(len(self.cuts) - n_cuts):
+            self.cut_seq.append(seq)
+            self.cut_params.append(set(used))
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        for t in outs:
+            if isinstance(t, torch.Tensor) and t.grad_fn is not None and t.grad_fn not in self.node_seq:
+                self.node_seq[t.grad_fn] = seq
+        if inplace is not None:
+            target, prior = inplace
+            loc, code = self._user_location()
+            self.inplace_calls.append(InplaceCall(name, self._stack[-1], loc, code, seq, prior, target.grad_fn,
+                                                  int(target._version), list(target.shape), _ptr(target)))
+        if self.record_activations and isinstance(out, torch.Tensor) and out.is_floating_point():
+            self._activation(name, args, kwargs, out, seq)
+        return out
+
+    def _activation(self, name: str, args: tuple, kwargs: dict, out: torch.Tensor, seq: int) -> None:
+        if name in RELU_NAMES:
+            kind = "relu"
+        elif name in CLAMP_NAMES:
+            lo = kwargs.get("min", args[1] if len(args) > 1 else None)
+            hi = kwargs.get("max", args[2] if len(args) > 2 else None)
+            if not (isinstance(lo, (int, float)) and lo == 0 and hi is None):
+                return
+            kind = "relu"
+        elif name in SIGMOID_NAMES:
+            kind = "sigmoid"
+        elif name in TANH_NAMES:
+            kind = "tanh"
+        else:
+            return
+        y = out.detach()
+        if y.numel() == 0:
+            return
+        loc, code = self._user_location()
+        rec = Activation(kind, name, self._stack[-1], loc, code, out.grad_fn, list(y.shape), seq)
+        with torch.no_grad():
+            if kind == "relu":
+                if y.dim() < 2:
+                    return
+                dim = -1 if y.dim() == 3 else 1
+                units = y.movedim(dim, -1).reshape(-1, y.shape[dim])
+                rec.samples, rec.units = units.shape
+                rec.dead_frac = float((units <= 0).all(dim=0).float().mean())
+                rec.zero_frac = float((units <= 0).float().mean())
+            elif kind == "sigmoid":
+                yf = y.float()
+                rec.rate = float(((yf * (1 - yf)) > 0.05).float().mean())
+            else:  # tanh'(x) = 1 - tanh^2 = 4 sigmoid'(2x): the same 20 %-of-the-maximum cut-off
+                yf = y.float()
+                rec.rate = float(((1 - yf * yf) > 0.2).float().mean())
+        self.activations.append(rec)
+
+
+def _ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return 0
+
+
+# ---------------------------------------------------------------------------
+# the probe
+
+
+@dataclass
+class Probe:
+    """What one instrumented forward + backward of a script saw."""
+
+    script: ModelScript
+    model: nn.Module | None = None
+    inputs: tuple = ()
+    targets: Any = None
+    capture: DiagnosticCapture | None = None
+    raw_loss: Any = None
+    loss: torch.Tensor | None = None
+    error: ScriptError | None = None              # forward / loss problems (ScriptError.code says which)
+    backward_error: BaseException | None = None
+    nodes: list[Any] = field(default_factory=list)
+    node_ids: dict[Any, str] = field(default_factory=dict)
+    param_names: dict[int, str] = field(default_factory=dict)
+    reached: set[str] = field(default_factory=set)        # params the loss depends on
+    grads: dict[str, torch.Tensor | None] = field(default_factory=dict)
+    last_node: Any = None                                  # node being run when backward raised
+    backward_births: list[tuple[Any, str]] = field(default_factory=list)   # (node, 'nan'|'inf')
+    seconds: float = 0.0
+
+    @property
+    def forward_ok(self) -> bool:
+        return self.error is None and self.loss is not None
+
+    @property
+    def backward_ok(self) -> bool:
+        return self.forward_ok and self.backward_error is None
+
+    def node_id(self, fn: Any) -> str | None:
+        return self.node_ids.get(fn) if fn is not None else None
+
+
+def model_device(model: nn.Module) -> torch.device:
+    for p in model.parameters():
+        return p.device
+    for b in model.buffers():
+        return b.device
+    return torch.device("cpu")
+
+
+def to_device(obj: Any, device: torch.device) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(to_device(o, device) for o in obj)
+    if isinstance(obj, dict):
+        return {k: to_device(v, device) for k, v in obj.items()}
+    return obj
+
+
+def run_probe(script: ModelScript, *, step: int = 0, seed: int | None = 0, model: nn.Module | None = None,
+              backward: bool = True, activations: bool = True) -> Probe:
+    """Forward (instrumented), loss checks and backward (with a hook on every node).
+
+    Raises ScriptError only when the model or the batch cannot be made; problems of
+    forward, loss and backward are recorded on the returned ``Probe``.
+    """
+    start = time.perf_counter()
+    if model is None:
+        if seed is not None:
+            torch.manual_seed(seed)
+        model = script.new_model()
+    device = model_device(model)
+    inputs, targets = script.get_batch(step)
+    inputs = tuple(to_device(t, device) for t in inputs)
+    targets = to_device(targets, device)
+    inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
+    probe = Probe(script, model, inputs, targets)
+    probe.param_names = {id(p): n for n, p in model.named_parameters()}
+    cap = DiagnosticCapture(model, activations=activations)
+    probe.capture = cap
+    try:
+        with cap:
+            probe.raw_loss = script.compute_loss(model, inputs, targets)
+    except ScriptError as exc:
+        probe.error = exc
+        probe.seconds = time.perf_counter() - start
+        return probe
+    try:
+        probe.loss = script.check_loss(probe.raw_loss)
+    except ScriptError as exc:
+        probe.error = exc
+        probe.seconds = time.perf_counter() - start
+        return probe
+    _name_nodes(probe)
+    if backward:
+        _backward(probe)
+    probe.seconds = time.perf_counter() - start
+    return probe
+
+
+def _name_nodes(probe: Probe) -> None:
+    """The ids ``trace`` gives the same nodes (same walk, same naming)."""
+    nodes, _ = walk([probe.loss.grad_fn])
+    input_names = {id(t): i for i, t in enumerate(probe.inputs)
+                   if isinstance(t, torch.Tensor) and t.requires_grad}
+    leaf_count = 0
+    for k, fn in enumerate(nodes):
+        if is_leaf(fn):
+            var = fn.variable
+            if id(var) in probe.param_names:
+                name = probe.param_names[id(var)]
+                probe.node_ids[fn] = f"param:{name}"
+                probe.reached.add(name)
+            elif id(var) in input_names:
+                probe.node_ids[fn] = f"input:{input_names[id(var)]}"
+            else:
+                probe.node_ids[fn] = f"leaf:{leaf_count}"
+                leaf_count += 1
+        else:
+            probe.node_ids[fn] = f"op:{k}"
+    probe.nodes = nodes
+
+
+def _finite_kind(tensors) -> str | None:
+    kind = None
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()):
+            if bool(torch.isfinite(t.sum())):
+                continue
+            if bool(torch.isnan(t).any()):
+                return "nan"
+            if bool(torch.isinf(t).any()):
+                kind = "inf"
+    return kind
+
+
+def _backward(probe: Probe) -> None:
+    handles = []
+
+    def pre(fn):
+        def hook(grad_outputs):
+            probe.last_node = fn
+        return hook
+
+    def post(fn):
+        def hook(grad_inputs, grad_outputs):
+            if len(probe.backward_births) < 8 and _finite_kind(grad_outputs) is None:
+                kind = _finite_kind(grad_inputs)
+                if kind is not None:
+                    probe.backward_births.append((fn, kind))
+        return hook
+
+    model = probe.model
+    for p in model.parameters():
+        p.grad = None
+    try:
+        for fn in probe.nodes:
+            if not is_leaf(fn):
+                handles.append(fn.register_prehook(pre(fn)))
+                handles.append(fn.register_hook(post(fn)))
+        try:
+            probe.loss.backward()
+        except Exception as exc:   # in-place, custom Function shapes, ...
+            probe.backward_error = exc
+    finally:
+        for h in handles:
+            h.remove()
+    probe.grads = {n: p.grad for n, p in model.named_parameters()}

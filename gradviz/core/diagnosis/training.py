@@ -1,0 +1,81 @@
+"""``check(..., steps=K)``: a short training run with the script's optimizer.
+
+Watches the loss and the global gradient norm at each step: the loss turning NaN/inf
+(located with a probe of that step's forward), gradients turning non-finite, or the
+gradient norm growing 100x while the loss rises (exploding), or passing 1e4.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from gradviz.core.diagnosis.findings import Finding, fmt_num
+from gradviz.core.diagnosis.nonfinite import backward_findings, forward_findings
+from gradviz.core.diagnosis.norms import EXPLODE_NORM, global_norm
+from gradviz.core.diagnosis.probe import model_device, run_probe, to_device
+from gradviz.core.script import ModelScript, ScriptError
+
+
+def training_findings(script: ModelScript, steps: int, *, seed: int = 0,
+                      cancel: Callable[[], bool] | None = None) -> tuple[list[Finding], dict[str, Any]]:
+    torch.manual_seed(seed)
+    model = script.new_model()
+    opt = script.make_optimizer(model.parameters())
+    device = model_device(model)
+    losses: list[float] = []
+    norms: list[float] = []
+    findings: list[Finding] = []
+    for s in range(steps):
+        if cancel is not None and cancel():
+            break
+        inputs, targets = script.get_batch(s)
+        inputs = tuple(to_device(t, device) for t in inputs)
+        targets = to_device(targets, device)
+        raw = script.compute_loss(model, inputs, targets)
+        loss = script.check_loss(raw)
+        lv = float(loss.detach().float())
+        if not math.isfinite(lv):
+            probe = run_probe(script, step=s, model=model, backward=False, activations=False)
+            found = forward_findings(probe, step=s) if probe.forward_ok or probe.raw_loss is not None else []
+            for f in found:
+                hist = ""
+                if norms:
+                    hist = (f"; the global gradient norm went from {fmt_num(norms[0])} to {fmt_num(max(norms))} "
+                            "before that: the updates blew up (lower the learning rate)")
+                f.message = (f"Training: the loss became {lv} at step {s} (it was "
+                             f"{fmt_num(losses[0]) if losses else 'never finite'} at step 0{hist}). " + f.message)
+                f.data.update(losses=losses[-20:], grad_norms=norms[-20:], step=s)
+            findings += found or [Finding("nan" if lv != lv else "inf", "error",
+                                          f"Training: the loss became {lv} at step {s}.", data={"step": s})]
+            losses.append(lv)
+            break
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        gn = global_norm(model.parameters())
+        losses.append(lv)
+        norms.append(gn)
+        if not math.isfinite(gn):
+            probe = run_probe(script, step=s, model=model, activations=False)
+            found = backward_findings(probe, step=s)
+            for f in found:
+                f.message = f"Training step {s}: " + f.message
+            findings += found or [Finding("nan", "error", f"Training: gradients became non-finite at step {s} "
+                                          "while the loss was finite.", data={"step": s})]
+            break
+        opt.step()
+    data = {"losses": losses, "grad_norms": norms, "steps": len(losses)}
+    if len(norms) >= 2 and not findings:
+        first = max(norms[0], 1e-12)
+        peak = max(norms)
+        rising = losses[-1] > losses[0]
+        if (peak / first >= 100 and rising) or peak > EXPLODE_NORM:
+            at = norms.index(peak)
+            msg = (f"Training: the global gradient norm grew from {fmt_num(norms[0])} to {fmt_num(peak)} "
+                   f"(step {at}) while the loss went from {fmt_num(losses[0])} to {fmt_num(losses[-1])}: the "
+                   "updates are too large and feed on themselves (exploding gradients). Lower the learning "
+                   "rate first; then check the init, add normalisation or warm-up. clip_grad_norm_ only "
+                   "treats the symptom.")
+            findings.append(Finding("exploding", "warning", msg, data={**data, "stage": "training"}))
+    return findings, data
