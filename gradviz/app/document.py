@@ -52,6 +52,7 @@ class Document:
         self.marked_edges: dict[str, list[tuple[str, str]]] = {}
         self.marked_nodes: dict[str, list[str]] = {}
         self._order: dict[str, int] | None = None
+        self._range: tuple[float, float] | None = None
 
     # -- state changes ------------------------------------------------------
     def set_trace(self, result: TraceResult) -> None:
@@ -64,6 +65,7 @@ class Document:
         self.marked_edges = {}
         self.marked_nodes = {}
         self._order = None
+        self._range = None
         g = result.graph
         self.run = {
             "script": str(result.path), "device": g.graph.get("device"), "step": g.graph.get("step"),
@@ -151,13 +153,16 @@ class Document:
         """The colour range: ``colors.auto_range`` of the full graph's gradient norms."""
         if self.graph is None:
             return None
+        if self._range is not None:
+            return self._range
         from gradviz.core.colors import auto_range
 
         values = [a.get("grad_norm") for _, a in self.graph.nodes(data=True) if a.get("kind") != "loss"]
         values = [v for v in values if v is not None and math.isfinite(v) and v > 0]
         if not values:
             return None
-        return auto_range(values)
+        self._range = auto_range(values)
+        return self._range
 
     def view_norms(self, norms: dict[str, float | None]) -> dict[str, float | None]:
         """Live norms of full-graph nodes mapped onto the view: groups get the norm of their

@@ -249,7 +249,7 @@ class MainWindow(QMainWindow):
         self.error_dock.hide()
         self._set_busy(None)
         self._update_title()
-        self.outline.set_modules(self.document.modules, self.document.expanded, self._color_fn())
+        self.outline.set_modules(self.document.modules, self.document.expanded, self._color_scale())
         self._show_view(fit=True)
         self.inspector.show_node("", {})
         self.graphChanged.emit(self.document.graph)
@@ -491,12 +491,10 @@ class MainWindow(QMainWindow):
         super().resizeEvent(event)
         self._place_overlays()
 
-    def _color_fn(self):
+    def _color_scale(self):
         from gradviz.core.colors import LogColorScale
 
-        rng = self.document.norm_range() or (1e-6, 1.0)
-        scale = LogColorScale(*rng)
-        return scale.color
+        return LogColorScale(*(self.document.norm_range() or (1e-6, 1.0)))
 
     # ------------------------------------------------------------------ menus
     def _menu(self, name: str) -> QMenu:

@@ -55,9 +55,15 @@ class OutlinePanel(QWidget):
         self._updating = False
         self.model.itemChanged.connect(self._changed)
 
-    def set_modules(self, modules: dict[str, dict], expanded: set[str], color=None) -> None:
-        """Rebuild from ``graph.graph['modules']``; ``color(norm) -> (r, g, b)`` paints the swatches."""
+    def set_modules(self, modules: dict[str, dict], expanded: set[str], scale=None) -> None:
+        """Rebuild from ``graph.graph['modules']``; ``scale`` (a ``LogColorScale``) paints the swatches."""
         self._updating = True
+        self.tree.setUpdatesEnabled(False)
+        colors = {}
+        if scale is not None:
+            paths = list(modules)
+            rgb = scale.colors_for([modules[p].get("grad_norm") for p in paths])
+            colors = {p: tuple(int(c) for c in rgb[i]) for i, p in enumerate(paths)}
         self.model.removeRows(0, self.model.rowCount())
         self._items = {}
         children: dict[str | None, list[str]] = {}
@@ -84,8 +90,8 @@ class OutlinePanel(QWidget):
                 first.setToolTip((path or "") + "\nchecked: expanded in the graph")
             norm = info.get("grad_norm")
             norm_item = QStandardItem(num(norm))
-            if color is not None:
-                norm_item.setData(swatch(tuple(color(norm))), Qt.DecorationRole)
+            if path in colors:
+                norm_item.setData(swatch(colors[path]), Qt.DecorationRole)
             norm_item.setData(Qt.AlignRight | Qt.AlignVCenter, Qt.TextAlignmentRole)
             params = QStandardItem(count(info.get("numel")) if info.get("numel") else "")
             params.setData(Qt.AlignRight | Qt.AlignVCenter, Qt.TextAlignmentRole)
@@ -101,6 +107,7 @@ class OutlinePanel(QWidget):
             add(self.model.invisibleRootItem(), root)
         self._updating = False
         self.tree.expandToDepth(1)
+        self.tree.setUpdatesEnabled(True)
 
     def set_expanded(self, expanded: set[str]) -> None:
         self._updating = True

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
 from gradviz.app.document import TraceResult, ViewResult
 
@@ -56,7 +56,10 @@ class _Worker(QObject):
             runner.finished.emit(gen, result)
         finally:
             runner._running = 0
-            gc.collect()  # drop the model, its tensors and autograd graph now, not later
+            # the model, its tensors and autograd graph are unreferenced now; collect the
+            # cycles among them soon, but after the UI has taken the result (a full
+            # collection holds the GIL for a while)
+            QTimer.singleShot(1500, gc.collect)
 
 
 class JobRunner(QObject):
