@@ -1,0 +1,113 @@
+"""``gradviz train SCRIPT --steps N``: train headless, print progress and a summary.
+
+Exit status: 0 done, 1 the loss became non-finite, 2 the script is broken
+(``file:line: message`` on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+
+def add_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("train", help="train a model script headless, printing loss and gradient norms",
+                       description="Train SCRIPT for N steps with gradviz's trainer (per-step gradient "
+                       "statistics) and print progress and a final summary.")
+    p.add_argument("script", help="model script (defines model, batch, loss_fn)")
+    p.add_argument("--steps", type=int, default=100, help="optimizer steps (default 100)")
+    p.add_argument("--json", action="store_true", help="JSON lines: one object per progress line, then a summary")
+    p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the optimizer's)")
+    p.add_argument("--optimizer", default=None, choices=["sgd", "sgd-momentum", "adam", "adamw"],
+                   help="override the script's optimizer")
+    p.add_argument("--schedule", default="constant", choices=["constant", "step", "cosine"])
+    p.add_argument("--clip", type=float, default=None, metavar="MAX_NORM", help="clip the global grad norm")
+    p.add_argument("--accum", type=int, default=1, metavar="K", help="accumulate K micro-batches per step")
+    p.add_argument("--no-zero-grad", action="store_true", help="do not zero gradients between steps")
+    p.add_argument("--amp", action="store_true", help="mixed precision (CUDA only)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--every", type=int, default=10, metavar="M", help="print progress every M steps (default 10)")
+    p.set_defaults(command="train")
+    return p
+
+
+def _num(x: float) -> float | None:
+    return x if isinstance(x, float) and math.isfinite(x) else (None if isinstance(x, float) else x)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gradviz.core.script import ScriptError, load_script
+    from gradviz.core.trainer import NonFiniteLossError, TrainConfig, Trainer
+
+    out = sys.stdout
+    try:
+        script = load_script(args.script)
+        config = TrainConfig(device=args.device, optimizer=args.optimizer, lr=args.lr, schedule=args.schedule,
+                             total_steps=max(1, args.steps), max_grad_norm=args.clip, accumulation=args.accum,
+                             zero_grad_every_step=not args.no_zero_grad, amp=args.amp, seed=args.seed,
+                             node_sample_interval_s=None)
+        trainer = Trainer(script, config)
+    except ScriptError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"gradviz train: {exc}", file=sys.stderr)
+        return 2
+
+    every = max(1, args.every)
+    start = time.perf_counter()
+    mark_t, mark_step = start, 0
+    last: dict | None = None
+    status, error = 0, None
+    try:
+        for _ in range(max(0, args.steps)):
+            row = trainer.step()
+            last = row
+            s = row["step"] + 1
+            if s % every == 0 or s == args.steps:
+                now = time.perf_counter()
+                rate = (s - mark_step) / max(now - mark_t, 1e-9)
+                mark_t, mark_step = now, s
+                if args.json:
+                    print(json.dumps({"step": s, "loss": _num(row["loss"]), "grad_norm": _num(row["grad_norm"]),
+                                      "grad_norm_clipped": _num(row["grad_norm_clipped"]),
+                                      "lr": _num(row["lr"]), "steps_per_s": rate}), file=out, flush=True)
+                else:
+                    print(f"step {s:6d}  loss {row['loss']:.5g}  grad norm {row['grad_norm']:.4g}  "
+                          f"lr {row['lr']:.3g}  {rate:.1f} steps/s", file=out, flush=True)
+    except NonFiniteLossError as exc:
+        status, error = 1, exc
+    except ScriptError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        status, error = 130, "interrupted"
+    elapsed = time.perf_counter() - start
+    metrics: dict[str, float] = {}
+    if status == 0:
+        try:
+            metrics = trainer.evaluate()
+        except ScriptError as exc:
+            print(str(exc), file=sys.stderr)
+            return 2
+    summary = {"summary": True, "script": str(script.path), "steps": trainer.step_index,
+               "device": str(trainer.device), "final_loss": _num(last["loss"]) if last else None,
+               "grad_norm": _num(last["grad_norm"]) if last else None, "metrics": metrics,
+               "seconds": elapsed, "status": "ok" if status == 0 else "nonfinite-loss" if status == 1 else "interrupted"}
+    if error is not None:
+        summary["error"] = str(error)
+    if args.json:
+        print(json.dumps(summary), file=out, flush=True)
+    else:
+        print(f"done: {trainer.step_index} steps in {elapsed:.2f} s on {trainer.device}", file=out)
+        if last:
+            print(f"final loss {last['loss']:.5g}, global grad norm {last['grad_norm']:.4g}", file=out)
+        for name, value in metrics.items():
+            shown = f"{100 * value:.1f} %" if name in ("accuracy", "acc") and 0 <= value <= 1 else f"{value:.5g}"
+            print(f"{name}: {shown}", file=out)
+    if error is not None:
+        print(str(error), file=sys.stderr)
+    return status

@@ -1,0 +1,355 @@
+"""Live training of a model script, with per-step statistics and sampled node norms.
+
+``Trainer(script, TrainConfig(...))`` owns a model and an optimizer made from the
+script. Each ``step()`` does, in this order::
+
+    zero_grad (unless disabled)
+    for each of k micro-batches:  batch(step*k + j) -> device -> forward -> loss -> backward(loss / k)
+    [GradScaler.unscale_]  ->  clip (clip_grad_norm_'s rule)  ->  optimizer.step  ->  schedule
+
+and returns one row of statistics (see ``gradviz.core.stepstats``) plus ``step``,
+``lr`` and, on sampled steps, ``node_norms`` (``{node_id: norm}`` with the ids of
+``gradviz.trace``). No Qt here.
+
+The loss is divided by k through the gradient fed to backward (``grad = 1/k``,
+times the AMP scale when AMP is on), not by a ``loss / k`` node, so the autograd
+graph, and so the node ids, are the same as a trace of the script.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+from gradviz.core.nodenorms import NodeNormSampler, prepare_inputs
+from gradviz.core.script import ModelScript, ScriptError, error_from_exception, load_script
+from gradviz.core.stepstats import StepStats
+
+__all__ = ["TrainConfig", "Trainer", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
+           "available_devices", "lr_factor"]
+
+OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
+SCHEDULES = ("constant", "step", "cosine")
+DEFAULT_LR = {"sgd": 0.01, "sgd-momentum": 0.01, "adam": 1e-3, "adamw": 1e-3}
+
+
+@dataclass
+class TrainConfig:
+    """How to train. ``None`` for ``optimizer``/``lr`` means: what the script says."""
+
+    device: str = "auto"                    # cpu | cuda | mps | auto (cuda, else mps, else cpu)
+    optimizer: str | None = None            # None: the script's optimizer(); else one of OPTIMIZERS
+    lr: float | None = None                 # None: the optimizer's own
+    schedule: str = "constant"              # constant | step | cosine, applied per step
+    step_size: int = 100                    # step schedule: multiply by gamma every step_size steps
+    gamma: float = 0.5
+    total_steps: int = 1000                 # cosine schedule: lr reaches min_lr_ratio * lr here
+    min_lr_ratio: float = 0.0
+    max_grad_norm: float | None = None      # None: no clipping
+    accumulation: int = 1                   # k micro-batches per step, loss divided by k
+    zero_grad_every_step: bool = True
+    amp: bool = False                       # CUDA only: autocast + GradScaler
+    amp_dtype: str = "float16"
+    node_sample_interval_s: float | None = 0.25   # sample per-node norms at most this often
+    node_sample_every: int | None = None    # ... or every N steps (overrides the interval)
+    seed: int | None = 0                    # torch.manual_seed before building the model
+    track_updates: bool = True              # update-to-weight ratios (one copy of the weights)
+    momentum: float = 0.9                   # sgd-momentum
+    weight_decay: float = 0.01              # adamw
+    # filled in by the diagnosis engine: (trainer, step, loss_value, inputs, targets) -> str | None,
+    # an explanation (node, file:line) appended to the non-finite loss error
+    diagnose_nonfinite: Callable[..., str | None] | None = field(default=None, repr=False)
+
+
+class NonFiniteLossError(ScriptError):
+    """The loss became NaN or infinite; training stops. ``step`` and ``loss`` say when."""
+
+    def __init__(self, step: int, loss: float, diagnosis: str | None = None,
+                 path: str | None = None, line: int | None = None) -> None:
+        message = f"step {step}: the loss is {loss} (non-finite); training stopped"
+        if diagnosis:
+            message += f"\n{diagnosis}"
+        super().__init__(message, path=path, line=line, code="nonfinite-loss")
+        self.step = step
+        self.loss = loss
+        self.diagnosis = diagnosis
+
+
+def available_devices() -> list[str]:
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found.append("cuda")
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    return found
+
+
+def resolve_device(name: str | None) -> torch.device:
+    name = (name or "auto").lower()
+    if name == "auto":
+        devices = available_devices()
+        return torch.device("cuda" if "cuda" in devices else "mps" if "mps" in devices else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but CUDA is not available")
+    if name == "mps" and "mps" not in available_devices():
+        raise ValueError("device 'mps' was asked for but MPS is not available")
+    return torch.device(name)
+
+
+def lr_factor(config: TrainConfig, step: int) -> float:
+    """Multiplier of the base learning rate at ``step`` (0-based) for the config's schedule."""
+    if config.schedule == "step":
+        return config.gamma ** (step // max(1, config.step_size))
+    if config.schedule == "cosine":
+        t = min(step, config.total_steps) / max(1, config.total_steps)
+        lo = config.min_lr_ratio
+        return lo + (1 - lo) * 0.5 * (1 + math.cos(math.pi * t))
+    return 1.0
+
+
+def _to(obj: Any, device: torch.device, non_blocking: bool) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj if obj.device == device else obj.to(device, non_blocking=non_blocking)
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_to(o, device, non_blocking) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _to(v, device, non_blocking) for k, v in obj.items()}
+    return obj
+
+
+def _with_step(exc: ScriptError, step: int) -> ScriptError:
+    if getattr(exc, "step", None) is not None:
+        return exc
+    err = ScriptError(f"step {step}: {exc.message}", path=exc.path, line=exc.line, code=exc.code,
+                      details=exc.details)
+    err.step = step
+    return err
+
+
+class Trainer:
+    """Trains ``script``'s model; one ``step()`` at a time or ``run(n)``."""
+
+    def __init__(self, script: ModelScript | str, config: TrainConfig | None = None) -> None:
+        self.script = script if isinstance(script, ModelScript) else load_script(script)
+        self.config = config or TrainConfig()
+        if self.config.schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {self.config.schedule!r} (one of {', '.join(SCHEDULES)})")
+        if self.config.optimizer is not None and self.config.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.config.optimizer!r} (one of {', '.join(OPTIMIZERS)})")
+        if self.config.accumulation < 1:
+            raise ValueError("accumulation must be at least 1")
+        self.device = resolve_device(self.config.device)
+        self.amp = bool(self.config.amp) and self.device.type == "cuda"
+        self.reset()
+
+    # -- set-up -----------------------------------------------------------
+    def reset(self) -> None:
+        """A fresh model and optimizer from the script (seeded), step 0."""
+        cfg = self.config
+        if cfg.seed is not None:
+            torch.manual_seed(cfg.seed)
+        model = self.script.new_model()
+        model.to(self.device)
+        model.train()
+        self.model: nn.Module = model
+        self.optimizer: torch.optim.Optimizer = self._make_optimizer(model)
+        self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
+        self.stats = StepStats(model.named_parameters(), track_updates=cfg.track_updates)
+        self.names = self.stats.names
+        self.sampler = NodeNormSampler(model)
+        self._all_params = [name for name, _ in model.named_parameters()]
+        self.scaler = torch.amp.GradScaler("cuda") if self.amp else None
+        self.step_index = 0
+        self._last_sample = -math.inf
+        self._non_blocking = self.device.type == "cuda"
+        self._ones: dict[tuple, torch.Tensor] = {}
+        self._apply_schedule(0)
+
+    def _make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
+        cfg = self.config
+        params = [p for p in model.parameters() if p.requires_grad]
+        kind = cfg.optimizer
+        if kind is None:
+            opt = self.script.make_optimizer(params)
+            if cfg.lr is not None:
+                for g in opt.param_groups:
+                    g["lr"] = cfg.lr
+            return opt
+        lr = DEFAULT_LR[kind] if cfg.lr is None else cfg.lr
+        if kind == "sgd":
+            return torch.optim.SGD(params, lr=lr)
+        if kind == "sgd-momentum":
+            return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum)
+        if kind == "adam":
+            return torch.optim.Adam(params, lr=lr)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
+
+    def _apply_schedule(self, step: int) -> None:
+        if self.config.schedule == "constant":
+            return
+        f = lr_factor(self.config, step)
+        for g, base in zip(self.optimizer.param_groups, self.base_lrs):
+            g["lr"] = base * f
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"]) if self.optimizer.param_groups else float("nan")
+
+    def _should_sample(self) -> bool:
+        cfg = self.config
+        if cfg.node_sample_every is not None:
+            return cfg.node_sample_every > 0 and self.step_index % cfg.node_sample_every == 0
+        if cfg.node_sample_interval_s is None:
+            return False
+        now = time.perf_counter()
+        if now - self._last_sample >= cfg.node_sample_interval_s:
+            self._last_sample = now
+            return True
+        return False
+
+    # -- the step ---------------------------------------------------------
+    def batch(self, index: int) -> tuple[tuple, Any]:
+        inputs, targets = self.script.get_batch(index)
+        nb = self._non_blocking
+        return _to(inputs, self.device, nb), _to(targets, self.device, nb)
+
+    def _root_grad(self, loss: torch.Tensor, k: int) -> torch.Tensor | None:
+        if k == 1 and self.scaler is None:
+            return None
+        key = (loss.dtype, loss.device, loss.shape)
+        base = self._ones.get(key)
+        if base is None:
+            base = self._ones[key] = torch.full_like(loss, 1.0 / k)
+        return self.scaler.scale(base) if self.scaler is not None else base
+
+    def _backward(self, loss: torch.Tensor, grad: torch.Tensor | None) -> None:
+        try:
+            if grad is None:
+                loss.backward()
+            else:
+                torch.autograd.backward(loss, grad)
+        except Exception as exc:
+            raise error_from_exception(exc, "backward failed", "backward-error",
+                                       self._loss_site()) from None
+
+    def _loss_site(self) -> tuple[str, int] | None:
+        path, line = self.script.loss_site()
+        return (path, line) if path else None
+
+    def step(self) -> dict:
+        """One optimizer step; returns its statistics row. Raises ScriptError (with the step)."""
+        s = self.step_index
+        try:
+            return self._step(s)
+        except NonFiniteLossError:
+            raise
+        except ScriptError as exc:
+            raise _with_step(exc, s) from None
+
+    def _step(self, s: int) -> dict:
+        cfg = self.config
+        k = cfg.accumulation
+        model, opt, stats = self.model, self.optimizer, self.stats
+        stats.begin()
+        if cfg.zero_grad_every_step:
+            opt.zero_grad(set_to_none=True)
+        sample = self._should_sample()
+        node_norms = None
+        loss_sum = None
+        for j in range(k):
+            inputs, targets = self.batch(s * k + j)
+            sampled = sample and j == k - 1
+            if sampled:
+                inputs = prepare_inputs(inputs)
+            if self.amp:
+                with torch.autocast("cuda", dtype=getattr(torch, cfg.amp_dtype)):
+                    raw = self.script.compute_loss(model, inputs, targets)
+            else:
+                raw = self.script.compute_loss(model, inputs, targets)
+            loss = self.script.check_loss(raw)
+            grad = self._root_grad(loss, k)
+            if sampled:
+                node_norms = self.sampler.sample(loss, lambda: self._backward(loss, grad), inputs,
+                                                 unscale=grad, params=False)
+            else:
+                self._backward(loss, grad)
+            detached = loss.detach()
+            loss_sum = detached if loss_sum is None else loss_sum + detached
+        del loss, raw, inputs, targets
+        try:
+            if self.scaler is not None:
+                self.scaler.unscale_(opt)
+            stats.grads_ready(cfg.max_grad_norm)
+            if self.scaler is not None:
+                self.scaler.step(opt)
+                self.scaler.update()
+            else:
+                opt.step()
+        except Exception as exc:
+            fn = self.script.attr("optimizer")
+            raise error_from_exception(exc, "the optimizer step failed", "script-error",
+                                       None if fn is None else (fn.__code__.co_filename, fn.__code__.co_firstlineno)
+                                       if hasattr(fn, "__code__") else None) from None
+        stats.after_update()
+        lr = opt.param_groups[0]["lr"]
+        row = stats.finish(loss_sum / k if k > 1 else loss_sum, lr)
+        row["step"] = s
+        if not math.isfinite(row["loss"]):
+            stats.restore_weights()        # the model stays as it was before the bad update
+            self._raise_nonfinite(s, row["loss"])
+        self.step_index = s + 1
+        self._apply_schedule(s + 1)
+        if node_norms is not None:
+            for name in self._all_params:
+                node_norms[f"param:{name}"] = None
+            for name, value, has in zip(self.names, row["param_norms"].tolist(), row["has_grad"].tolist()):
+                node_norms[f"param:{name}"] = value if has else None
+        row["node_norms"] = node_norms
+        return row
+
+    def _raise_nonfinite(self, s: int, loss: float) -> None:
+        diagnosis = None
+        hook = self.config.diagnose_nonfinite
+        if hook is not None:
+            try:
+                inputs, targets = self.batch(s * self.config.accumulation)
+                diagnosis = hook(self, s, loss, inputs, targets)
+            except Exception as exc:          # a failing diagnosis must not hide the error
+                diagnosis = f"(diagnosis failed: {type(exc).__name__}: {exc})"
+        path, line = self.script.loss_site()
+        raise NonFiniteLossError(s, loss, diagnosis, path, line)
+
+    def run(self, n: int, callback: Callable[[dict], Any] | None = None) -> dict | None:
+        """``n`` steps; ``callback(row)`` after each (return False to stop). Returns the last row."""
+        row = None
+        for _ in range(n):
+            row = self.step()
+            if callback is not None and callback(row) is False:
+                break
+        return row
+
+    def evaluate(self) -> dict[str, float]:
+        """The script's ``metrics(model)`` (eval mode, no grad); {} when it defines none."""
+        fn = self.script.attr("metrics")
+        if not callable(fn):
+            return {}
+        model = self.model
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.no_grad():
+                result = fn(model)
+        except Exception as exc:
+            raise error_from_exception(exc, "metrics() raised", "script-error",
+                                       (fn.__code__.co_filename, fn.__code__.co_firstlineno)
+                                       if hasattr(fn, "__code__") else None) from None
+        finally:
+            model.train(was_training)
+        if isinstance(result, dict):
+            return {str(k): float(v) for k, v in result.items()}
+        return {"metric": float(result)}
