@@ -37,6 +37,10 @@ class GraphView(QGraphicsView):
         self.setRenderHint(QPainter.Antialiasing, True)
         self.setRenderHint(QPainter.TextAntialiasing, True)
         self.setFocusPolicy(Qt.StrongFocus)
+        # an open canvas: the graph can be scrolled half a screen past its edges, so any
+        # node can be centred; panning is by dragging (and the overview map)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.bottom_margin = 0   # pixels covered by the legend overlay: Fit keeps the graph above it
         self._placeholder = QLabel(self)
         self._placeholder.setAlignment(Qt.AlignCenter)
@@ -76,6 +80,7 @@ class GraphView(QGraphicsView):
             self.scale(factor, factor)
             self.setTransformationAnchor(old)
         self._update_hints()
+        self.update_canvas()
         self.zoomChanged.emit(self.scale_factor())
 
     def zoom_in(self) -> None:
@@ -93,7 +98,7 @@ class GraphView(QGraphicsView):
         rect = scene.graph_rect() if hasattr(scene, "graph_rect") else scene.itemsBoundingRect()
         if rect.isEmpty():
             return
-        rect = rect.adjusted(-24, -24, 24, 24)
+        rect = rect.adjusted(-12, -12, 12, 12)
         vp = self.viewport().rect().adjusted(0, 0, 0, -self.bottom_margin)
         sx, sy = vp.width() / rect.width(), vp.height() / rect.height()
         scale = min(sx, sy, FIT_MAX_SCALE)
@@ -102,10 +107,12 @@ class GraphView(QGraphicsView):
         if scale < 0.12 and readable > scale:
             scale = readable
             self.set_scale(scale)
+            self.update_canvas()
             self.centerOn(QPointF(rect.center().x(), rect.bottom() - vp.height() / (2 * scale)
                                   + self.bottom_margin / scale))
             return
         self.set_scale(scale)
+        self.update_canvas()
         self.centerOn(rect.center() + QPointF(0, self.bottom_margin / (2 * scale)))
 
     def fit_all(self) -> None:
@@ -116,7 +123,23 @@ class GraphView(QGraphicsView):
         vp = self.viewport().rect()
         rect = rect.adjusted(-24, -24, 24, 24)
         self.set_scale(min(vp.width() / rect.width(), vp.height() / rect.height()))
+        self.update_canvas()
         self.centerOn(rect.center())
+
+    def update_canvas(self) -> None:
+        """Scene rect = the graph plus half a viewport on each side (at the current zoom)."""
+        scene = self.scene()
+        rect = scene.graph_rect() if hasattr(scene, "graph_rect") else scene.itemsBoundingRect()
+        if rect.isEmpty():
+            return
+        s = self.scale_factor()
+        vp = self.viewport().rect()
+        px, py = vp.width() / (2 * s), vp.height() / (2 * s)
+        target = rect.adjusted(-px, -py, px, py)
+        if target != self.sceneRect():
+            centre = self.mapToScene(vp.center())
+            self.setSceneRect(target)
+            self.centerOn(centre)
 
     def _update_hints(self) -> None:
         far = self.scale_factor() < ANTIALIAS_ABOVE
@@ -170,5 +193,6 @@ class GraphView(QGraphicsView):
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
+        self.update_canvas()
         self._place_placeholder()
         self.viewportMoved.emit()

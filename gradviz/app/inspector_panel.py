@@ -1,6 +1,8 @@
 """The inspector: everything known about the selected node (or group)."""
 from __future__ import annotations
 
+import math
+
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QFrame, QGroupBox, QHeaderView, QLabel,
@@ -61,6 +63,7 @@ class InspectorPanel(QScrollArea):
         self.title.setObjectName("inspectorTitle")
         self.title.setStyleSheet("font-size: 15px; font-weight: 600;")
         self.title.setWordWrap(True)
+        self.title.setTextFormat(Qt.PlainText)
         self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.subtitle = QLabel("Click a node in the graph.")
         self.subtitle.setWordWrap(True)
@@ -113,6 +116,7 @@ class InspectorPanel(QScrollArea):
             return
         kind = attrs.get("kind", "")
         self.title.setText(str(attrs.get("label") or nid))
+        self.histogram.show()
         if kind == "group":
             self._show_group(nid, attrs, graph)
             return
@@ -160,6 +164,48 @@ class InspectorPanel(QScrollArea):
         else:
             self.values.hide()
         self._show_saved(attrs.get("saved") or [])
+
+    def show_summary(self, graph) -> None:
+        """Nothing selected: an overview of the traced run and where the gradient is."""
+        self.node_id = ""
+        for sec in (self.identity, self.gradient, self.values):
+            sec.clear_rows()
+        if graph is None:
+            self.show_node("", {})
+            return
+        modules = graph.graph.get("modules", {})
+        root = modules.get("", {})
+        script = graph.graph.get("script") or ""
+        self.title.setText(root.get("type") or "Model")
+        self.subtitle.setText("Nothing selected: click a node, or search with Ctrl+F.")
+        idf = self.identity
+        idf.setTitle("Run")
+        idf.add("script", script.rsplit("/", 1)[-1], key="script")
+        idf.add("device", graph.graph.get("device") or "—", key="device")
+        idf.add("loss", num(graph.graph.get("loss")), key="loss")
+        idf.add("graph", f"{count(graph.number_of_nodes())} nodes · {count(graph.number_of_edges())} edges")
+        idf.add("parameters", count(root.get("numel")), key="parameters")
+        idf.show()
+        params = [(a.get("grad_norm"), a.get("param", n)) for n, a in graph.nodes(data=True) if a.get("kind") == "param"]
+        g = self.gradient
+        g.setTitle("Gradient")
+        g.add("total norm", num(root.get("grad_norm")), key="total grad norm")
+        missing = [name for v, name in params if v is None]
+        bad = [name for v, name in params if v is not None and not math.isfinite(v)]
+        if missing:
+            g.add("no gradient", f"{len(missing)} parameter(s): " + ", ".join(missing[:4])
+                  + (" …" if len(missing) > 4 else ""))
+        if bad:
+            w = g.add("NaN / Inf", ", ".join(bad[:4]) + (" …" if len(bad) > 4 else ""))
+            w.setStyleSheet("color: #d32f2f; font-weight: 600;")
+        finite = sorted(((v, name) for v, name in params if v is not None and math.isfinite(v)), reverse=True)
+        if finite:
+            g.add("largest", "\n".join(f"{num(v)}   {name}" for v, name in finite[:3]))
+            g.add("smallest", "\n".join(f"{num(v)}   {name}" for v, name in finite[-3:][::-1]))
+        self.histogram.hide()
+        g.show()
+        self.values.hide()
+        self.saved_box.hide()
 
     def _code_label(self) -> QLabel:
         label = QLabel()

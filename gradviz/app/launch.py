@@ -138,7 +138,11 @@ def _screenshot(app, window, path: Path | None, out: str, hook) -> int:
         finish(0)
 
     def shown() -> None:
-        QTimer.singleShot(300, shoot)  # let the docks and overlays settle, then paint and grab
+        def settle() -> None:  # docks have their final sizes now: fit again, then paint and grab
+            window.view.fit()
+            window.minimap.refresh()
+            QTimer.singleShot(150, shoot)
+        QTimer.singleShot(150, settle)
 
     if path is None:
         print("gradviz: the built-in sample samples/mlp_digits.py is missing; give a script", file=sys.stderr)

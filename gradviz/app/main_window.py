@@ -14,7 +14,7 @@ from typing import Callable
 from PySide6.QtCore import QEvent, QPointF, QRectF, QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QApplication, QDockWidget, QFileDialog, QMainWindow, QMenu, QMessageBox,
-                               QToolBar, QVBoxLayout, QWidget)
+                               QScrollArea, QToolBar, QVBoxLayout, QWidget)
 
 import gradviz
 from gradviz.app import scene_api
@@ -37,6 +37,7 @@ from gradviz.app.trace_worker import JobRunner, trace_job, view_job
 
 MENUS = ["File", "Edit", "View", "Run", "Diagnose", "Help"]
 AUTO_BOXES = 200
+MAX_BOTTOM_MIN_H = 180   # bottom panels taller than this scroll instead of shrinking the graph
 
 
 class MainWindow(QMainWindow):
@@ -57,6 +58,7 @@ class MainWindow(QMainWindow):
         self._after_view: list[Callable[[], None]] = []
         self._menus: dict[str, QMenu] = {}
         self._docks: list[QDockWidget] = []
+        self._sized = False
 
         # workers
         self.tracer = JobRunner("gradviz-trace", self)
@@ -135,14 +137,25 @@ class MainWindow(QMainWindow):
     def add_dock(self, title: str, widget: QWidget, area=Qt.RightDockWidgetArea) -> QDockWidget:
         dock = QDockWidget(title, self)
         dock.setObjectName(f"dock-{title}")
-        dock.setWidget(widget)
+        horizontal = area in (Qt.BottomDockWidgetArea, Qt.TopDockWidgetArea)
+        if horizontal and widget.minimumSizeHint().height() > MAX_BOTTOM_MIN_H:
+            # a tall panel must not push the graph away: let it scroll inside a shorter dock
+            scroller = QScrollArea()
+            scroller.setObjectName(f"scroll-{title}")
+            scroller.setWidgetResizable(True)
+            scroller.setFrameShape(QScrollArea.NoFrame)
+            scroller.setWidget(widget)
+            dock.setWidget(scroller)
+        else:
+            dock.setWidget(widget)
         dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetFloatable
                          | QDockWidget.DockWidgetClosable)
         self.addDockWidget(area, dock)
         same = [d for d in self._docks if self.dockWidgetArea(d) == area and not d.isFloating()]
         if same and title != "Errors":
             self.tabifyDockWidget(same[0], dock)
-            same[0].raise_()
+            first = next((d for d in same if d is not getattr(self, "error_dock", None)), dock)
+            first.raise_()   # the first panel of an area stays in front
         self._docks.append(dock)
         if self._menus:
             self._panels_menu.addAction(dock.toggleViewAction())
@@ -160,7 +173,7 @@ class MainWindow(QMainWindow):
             self.selected = ""
             self.scene.clear_highlight()
             self.scene.clearSelection()
-            self.inspector.show_node("", {})
+            self.inspector.show_summary(doc.graph)
             self.nodeSelected.emit("")
             return
         if len(visible) == 1:
@@ -189,8 +202,11 @@ class MainWindow(QMainWindow):
 
     def show_error(self, error, details: str = "", title: str | None = None) -> None:
         self.errors.show_error(error, details, title)
+        was_hidden = not self.error_dock.isVisible()
         self.error_dock.show()
         self.error_dock.raise_()
+        if was_hidden and self.isVisible():
+            self.resizeDocks([self.error_dock], [max(180, min(260, self.height() // 3))], Qt.Vertical)
 
     def set_node_norms(self, norms: dict) -> None:
         self.document.norms.update(norms)
@@ -251,7 +267,7 @@ class MainWindow(QMainWindow):
         self._update_title()
         self.outline.set_modules(self.document.modules, self.document.expanded, self._color_scale())
         self._show_view(fit=True)
-        self.inspector.show_node("", {})
+        self.inspector.show_summary(self.document.graph)
         self.graphChanged.emit(self.document.graph)
         self.nodeSelected.emit("")
 
@@ -451,7 +467,7 @@ class MainWindow(QMainWindow):
         cls = scene_api.color_bar_class()
         if cls is None:
             return None
-        legend = cls(self.view, theme=self.theme, key=True)
+        legend = cls(self.view, theme=self.theme, key=False)
         legend.setObjectName("legend")
         if hasattr(self.scene, "colorScaleChanged"):
             self.scene.colorScaleChanged.connect(legend.set_scale)
@@ -474,7 +490,9 @@ class MainWindow(QMainWindow):
     def _place_overlays(self) -> None:
         vp = self.view.viewport().geometry()
         if self.legend is not None:
-            self.legend.resize(self.legend.sizeHint())
+            hint = self.legend.sizeHint()
+            # the key-less legend's size hint is narrower than what it paints (render/legend.py)
+            self.legend.resize(hint.width() + 70, hint.height())
             self.legend.move(vp.left() + 12, vp.bottom() - self.legend.height() - 10)
             self.legend.raise_()
             self.view.bottom_margin = self.legend.height() + 16 if self.legend.isVisible() else 0
@@ -486,6 +504,23 @@ class MainWindow(QMainWindow):
         self.minimap.refresh()
         if not on:
             self.minimap.hide()
+
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if not self._sized:
+            self._sized = True
+            self.apply_default_dock_sizes()
+
+    def apply_default_dock_sizes(self) -> None:
+        """Side panels about 300 px wide, the bottom area at most a quarter of the window:
+        the graph keeps most of the space."""
+        side = [d for d in (self.outline_dock, self.inspector_dock) if d.isVisible()]
+        if side:
+            self.resizeDocks(side, [300 if d is self.outline_dock else 340 for d in side], Qt.Horizontal)
+        bottom = [d for d in self._docks if self.dockWidgetArea(d) == Qt.BottomDockWidgetArea
+                  and d.isVisible() and not d.isFloating()]
+        if bottom:
+            self.resizeDocks(bottom[:1], [max(160, min(240, self.height() // 4))], Qt.Vertical)
 
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -594,8 +629,7 @@ class MainWindow(QMainWindow):
         tb = QToolBar("Main", self)
         tb.setObjectName("mainToolbar")
         tb.setMovable(False)
-        tb.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
-        tb.setIconSize(tb.iconSize() * 0.8)
+        tb.setToolButtonStyle(Qt.ToolButtonTextOnly)
         tb.addAction(self.act_open)
         tb.addAction(self.act_reload)
         tb.addSeparator()
