@@ -8,7 +8,8 @@ works on a headless server:
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["trace", "capture", "TraceOptions", "load_script", "collapse", "layout", "ScriptError", "__version__"]
+__all__ = ["trace", "capture", "TraceOptions", "check", "load_script", "collapse", "layout", "ScriptError",
+           "__version__"]
 
 # name -> module that defines it; resolved on first attribute access (PEP 562)
 _LAZY = {
@@ -17,6 +18,7 @@ _LAZY = {
     "TraceOptions": "gradviz.core.trace",
     "load_script": "gradviz.core.script",
     "ScriptError": "gradviz.core.script",
+    "check": "gradviz.core.diagnosis",
     "collapse": "gradviz.core.grouping",
     "layout": "gradviz.core.layout",
 }
