@@ -1,0 +1,183 @@
+"""Cost of ``gradviz.watch`` on a training step, interleaved with a plain loop in one process.
+
+    python benchmarks/bench_record.py                  # digits MLP (batch 64) and a 12-block GPT
+    python benchmarks/bench_record.py --rounds 30 --block 20
+    python benchmarks/bench_record.py --profile gpt    # cProfile of recorded every=1 steps
+    python benchmarks/bench_record.py --rss 100000     # RSS of a long recorded loop on a tiny model
+
+Three copies of each model (same initial weights, same batches) train side by side:
+plain, recorded with ``every=10`` and recorded with ``every=1`` (node norms every
+step). Each round runs a block of steps of each variant, in rotating order; the
+printed ratio is the median over rounds of recorded-block time / plain-block time.
+Targets: every=10 <= 1.05x, every=1 <= 1.15x.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
+
+ROOT = Path(__file__).resolve().parent.parent
+if __package__ in (None, ""):
+    sys.path.insert(0, str(ROOT))
+
+from gradviz.core.record import watch  # noqa: E402
+from gradviz.core.script import load_script  # noqa: E402
+
+
+def _models():
+    mlp = load_script(ROOT / "samples" / "mlp_digits.py")
+    gpt = load_script(ROOT / "samples" / "transformer.py")
+
+    def mlp_case():
+        torch.manual_seed(0)
+        model = mlp.new_model()
+        batches = [mlp.get_batch(i) for i in range(16)]
+        return model, batches, mlp.module.loss_fn, mlp.make_optimizer
+
+    def gpt_case():
+        torch.manual_seed(0)
+        model = gpt.module.make_gpt(12, 64)
+        batches = [gpt.get_batch(i) for i in range(16)]
+        return model, batches, gpt.module.loss_fn, gpt.make_optimizer
+
+    return {"mlp": mlp_case, "gpt": gpt_case}
+
+
+class Variant:
+    def __init__(self, name, model, make_opt, loss_fn, batches, every, tmp):
+        self.name = name
+        self.model = model
+        self.opt = make_opt(model.parameters())
+        self.loss_fn = loss_fn
+        self.batches = batches
+        self.i = 0
+        self.w = watch(model, Path(tmp) / f"{name}.gvrun", every=every, optimizer=self.opt) if every else None
+
+    def steps(self, n: int) -> float:
+        model, opt, loss_fn, w = self.model, self.opt, self.loss_fn, self.w
+        t0 = time.perf_counter()
+        for _ in range(n):
+            inputs, targets = self.batches[self.i % len(self.batches)]
+            self.i += 1
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(*inputs), targets)
+            loss.backward()
+            if w is not None:
+                w.step(loss)
+            opt.step()
+        return time.perf_counter() - t0
+
+    def close(self):
+        if self.w is not None:
+            self.w.close()
+
+
+def bench(case_name: str, case, rounds: int, block: int, tmp: str) -> dict:
+    model, batches, loss_fn, make_opt = case()
+    variants = [Variant(f"{case_name}_plain", copy.deepcopy(model), make_opt, loss_fn, batches, 0, tmp),
+                Variant(f"{case_name}_every10", copy.deepcopy(model), make_opt, loss_fn, batches, 10, tmp),
+                Variant(f"{case_name}_every1", copy.deepcopy(model), make_opt, loss_fn, batches, 1, tmp)]
+    for v in variants:                       # warm-up (allocator, first graph capture)
+        v.steps(max(3, block // 2))
+    times = {v.name: [] for v in variants}
+    for r in range(rounds):
+        order = variants[r % 3:] + variants[:r % 3]
+        for v in order:
+            times[v.name].append(v.steps(block))
+    for v in variants:
+        v.close()
+    plain = times[variants[0].name]
+    out = {"step_ms": statistics.median(plain) / block * 1e3}
+    for v in variants[1:]:
+        ratios = [t / p for t, p in zip(times[v.name], plain)]
+        out[v.name.rsplit("_", 1)[1]] = statistics.median(ratios)
+        out[v.name.rsplit("_", 1)[1] + "_total"] = sum(times[v.name]) / sum(plain)
+    return out
+
+
+def profile(case, steps: int, every: int, tmp: str) -> None:
+    import cProfile
+    import pstats
+
+    model, batches, loss_fn, make_opt = case()
+    v = Variant("prof", model, make_opt, loss_fn, batches, every, tmp)
+    v.steps(5)
+    pr = cProfile.Profile()
+    pr.enable()
+    v.steps(steps)
+    pr.disable()
+    v.close()
+    pstats.Stats(pr).sort_stats("cumulative").print_stats(35)
+
+
+def rss_loop(n: int, tmp: str) -> None:
+    import resource
+
+    def rss_mb():
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(32, 8), torch.randn(32, 1)
+    marks = {}
+    t0 = time.perf_counter()
+    with watch(model, Path(tmp) / "rss.gvrun", every=10, optimizer=opt) as w:
+        for step in range(n):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            w.step(loss)
+            opt.step()
+            if step in (1000, n // 2, n - 1):
+                marks[step] = rss_mb()
+    size = (Path(tmp) / "rss.gvrun").stat().st_size / 2 ** 20
+    print(f"{n} steps in {time.perf_counter() - t0:.1f} s; RSS MB at steps {marks}; run file {size:.1f} MB")
+    first, last = marks[1000], marks[n - 1]
+    print(f"RSS growth after step 1000: {last - first:+.1f} MB")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--only", choices=["mlp", "gpt"])
+    ap.add_argument("--profile", choices=["mlp", "gpt"])
+    ap.add_argument("--every", type=int, default=1, help="with --profile")
+    ap.add_argument("--rss", type=int, metavar="STEPS")
+    args = ap.parse_args(argv)
+    cases = _models()
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.rss:
+            rss_loop(args.rss, tmp)
+            return 0
+        if args.profile:
+            profile(cases[args.profile], 100, args.every, tmp)
+            return 0
+        print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, rounds={args.rounds} "
+              f"block={args.block}")
+        for name, case in cases.items():
+            if args.only and name != args.only:
+                continue
+            r = bench(name, case, args.rounds, args.block, tmp)
+            print(f"{name:4s} plain {r['step_ms']:.2f} ms/step | every=10 {r['every10']:.3f}x "
+                  f"(total {r['every10_total']:.3f}x) | every=1 {r['every1']:.3f}x (total {r['every1_total']:.3f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

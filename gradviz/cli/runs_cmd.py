@@ -1,0 +1,81 @@
+"""``gradviz runs show RUN [--json]``: summary of a recorded run (all its rank files).
+
+Exit status: 0 ok, 2 for a missing, corrupted, foreign or too-new run file.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("runs", help="inspect runs recorded with gradviz.watch",
+                       description="Inspect runs recorded with gradviz.watch (.gvrun files).")
+    runs_sub = p.add_subparsers(dest="runs_command", metavar="ACTION")
+    show = runs_sub.add_parser("show", help="summary: steps, last loss, gradient norms, ranks, findings")
+    show.add_argument("run", help="run file (run.gvrun finds its run.rankN.gvrun files too)")
+    show.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    if getattr(args, "runs_command", None) != "show":
+        print("usage: gradviz runs show RUN [--json]", file=sys.stderr)
+        return 2
+    from gradviz.core.record.analysis import summary
+    from gradviz.core.record.reader import open_ranks
+    from gradviz.core.record.schema import RecordError
+
+    try:
+        readers = open_ranks(args.run)
+    except RecordError as exc:
+        print(f"gradviz runs: {exc}", file=sys.stderr)
+        return 2
+    try:
+        info = summary(readers)
+    except RecordError as exc:
+        print(f"gradviz runs: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        for r in readers:
+            r.close()
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    print(_text(info))
+    return 0
+
+
+def _fmt(x) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def _text(info: dict) -> str:
+    lines = []
+    for r in info["ranks"]:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"])) if r.get("created") else "-"
+        head = f"{r['path']}"
+        if r["world_size"] > 1:
+            head += f"  (rank {r['rank']} of {r['world_size']})"
+        lines.append(head)
+        lines.append(f"  model {r['model_class']}, {r['n_params']} parameters; {r['hostname']} pid {r['pid']}, "
+                     f"created {created}, {r['status']}")
+        span = f"steps {r['first_step']}..{r['last_step']}" if r["steps"] else "no steps"
+        lines.append(f"  {r['steps']} steps ({span}) in {r['seconds']:.1f} s; last loss {_fmt(r['last_loss'])}")
+        g = r["grad_norm"]
+        if g:
+            lines.append(f"  global grad norm: last {_fmt(g['last'])}, min {_fmt(g['min'])}, median "
+                         f"{_fmt(g['median'])}, max {_fmt(g['max'])}")
+        lines.append(f"  node norms at {r['node_steps']} steps, {r['graphs']} graph structure(s)")
+    if info["findings"]:
+        lines.append("findings:")
+        for f in info["findings"]:
+            lines.append(f"  [{f['severity']}] {f['code']}: {f['message']}")
+    else:
+        lines.append("findings: none")
+    return "\n".join(lines)

@@ -1,0 +1,21 @@
+"""Record a training loop into a run file and read it back (no Qt here).
+
+    from gradviz.core.record import watch, open_run, RecordError
+"""
+from __future__ import annotations
+
+from gradviz.core.record.schema import EXTENSION, SCHEMA_VERSION, RecordError, rank_files, rank_path
+
+__all__ = ["watch", "Watch", "open_run", "open_ranks", "RunReader", "RecordError", "EXTENSION",
+           "SCHEMA_VERSION", "rank_files", "rank_path"]
+
+
+def __getattr__(name: str):
+    # lazy: reading a run (CLI, app) must not import the recorder's torch hooks
+    import importlib
+
+    if name in ("watch", "Watch"):
+        return getattr(importlib.import_module("gradviz.core.record.recorder"), name)
+    if name in ("open_run", "open_ranks", "RunReader"):
+        return getattr(importlib.import_module("gradviz.core.record.reader"), name)
+    raise AttributeError(f"module 'gradviz.core.record' has no attribute {name!r}")
