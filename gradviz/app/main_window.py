@@ -516,7 +516,7 @@ class MainWindow(QMainWindow):
         the graph keeps most of the space."""
         side = [d for d in (self.outline_dock, self.inspector_dock) if d.isVisible()]
         if side:
-            self.resizeDocks(side, [300 if d is self.outline_dock else 340 for d in side], Qt.Horizontal)
+            self.resizeDocks(side, [330 if d is self.outline_dock else 340 for d in side], Qt.Horizontal)
         bottom = [d for d in self._docks if self.dockWidgetArea(d) == Qt.BottomDockWidgetArea
                   and d.isVisible() and not d.isFloating()]
         if bottom:

@@ -36,6 +36,7 @@ class OutlinePanel(QWidget):
         self.tree = QTreeView()
         self.tree.setModel(self.proxy)
         self.tree.setUniformRowHeights(True)
+        self.tree.setIndentation(12)
         self.tree.setAlternatingRowColors(True)
         self.tree.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.tree.setEditTriggers(QAbstractItemView.NoEditTriggers)
@@ -43,7 +44,9 @@ class OutlinePanel(QWidget):
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.Stretch)
         header.setMinimumSectionSize(40)
-        for c in range(1, len(COLUMNS)):
+        header.setSectionResizeMode(1, QHeaderView.Interactive)
+        header.resizeSection(1, 84)
+        for c in range(2, len(COLUMNS)):
             header.setSectionResizeMode(c, QHeaderView.ResizeToContents)
         self.tree.clicked.connect(self._clicked)
         lay = QVBoxLayout(self)

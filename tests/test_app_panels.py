@@ -1,0 +1,93 @@
+"""Window parts that need no trace: recent files, the script watcher, extensions, errors."""
+from __future__ import annotations
+
+import sys
+import types
+
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMenu
+
+from test_app_support import MLP, open_and_wait, window  # noqa: F401
+
+
+def test_recent_files_survive_restart_and_drop_missing(qtbot, tmp_path):
+    from gradviz.app.recent_files import MAX_RECENT, RecentFiles
+
+    ini = str(tmp_path / "s.ini")
+    files = []
+    for i in range(MAX_RECENT + 2):
+        f = tmp_path / f"m{i}.py"
+        f.write_text("")
+        files.append(f)
+    menu = QMenu()
+    recent = RecentFiles(menu, QSettings(ini, QSettings.IniFormat))
+    for f in files:
+        recent.add(f)
+    assert len(recent.paths()) == MAX_RECENT and recent.paths()[0] == str(files[-1])
+    files[-1].unlink()
+    again = RecentFiles(QMenu(), QSettings(ini, QSettings.IniFormat))   # a "restart"
+    assert again.paths()[0] == str(files[-2])
+    assert str(files[-1]) not in again.paths()
+
+
+def test_script_change_on_disk_offers_reload(qtbot, window, tmp_path):
+    script = tmp_path / "m.py"
+    script.write_text(MLP.read_text().replace("import _digits", f"import sys; sys.path.insert(0, {str(MLP.parent)!r})\nimport _digits"))
+    open_and_wait(qtbot, window, script)
+    assert not window.reload_bar.isVisible()
+    with qtbot.waitSignal(window.watcher.changed, timeout=10000):
+        script.write_text(script.read_text() + "\n# edited\n")
+    assert window.reload_bar.isVisible() and "m.py" in window.reload_bar.label.text()
+    with qtbot.waitSignal(window.graphShown, timeout=60000):
+        window.reload_bar.reload.emit()
+    assert not window.reload_bar.isVisible()
+
+
+def test_extensions_missing_are_skipped_broken_are_reported(qtbot, window, monkeypatch):
+    from gradviz.app.extensions import load_extensions
+
+    good = types.ModuleType("gv_ext_good")
+    good.install = lambda win: win.add_dock("Good", __import__("PySide6.QtWidgets").QtWidgets.QLabel("hi"))
+    monkeypatch.setitem(sys.modules, "gv_ext_good", good)
+    bad = types.ModuleType("gv_ext_bad")
+
+    def boom(win):
+        import gv_no_such_dependency  # noqa: F401
+
+    bad.install = boom
+    monkeypatch.setitem(sys.modules, "gv_ext_bad", bad)
+    installed, failed = load_extensions(window, ["gv_ext_missing", "gv_ext_good", "gv_ext_bad"])
+    assert installed == ["gv_ext_good"]
+    assert [name for name, _ in failed] == ["gv_ext_bad"] and "gv_no_such_dependency" in failed[0][1]
+    assert any(d.windowTitle() == "Good" for d in window._docks)
+
+
+def test_excepthook_routes_to_error_panel(qtbot, window):
+    from gradviz.app.error_panel import ExceptHook
+
+    hook = ExceptHook(window)
+    hook.caught.connect(lambda exc, text: window.show_error(exc, details=text, title="Unexpected error"))
+    try:
+        raise RuntimeError("boom in a slot")
+    except RuntimeError:
+        hook._hook(*sys.exc_info())
+    assert window.error_dock.isVisible()
+    assert "boom in a slot" in window.errors.message.text()
+    assert window.errors.title.text() == "Unexpected error"
+
+
+def test_contract_methods_without_graph_and_with(qtbot, window):
+    window.select_nodes(["param:nope"])
+    window.set_node_norms({"op:0": 1.0})
+    window.mark_edges([("a", "b")])
+    assert window.current_script() is None
+    open_and_wait(qtbot, window, MLP)
+    seen = []
+    window.nodeSelected.connect(seen.append)
+    window.select_nodes(["param:fc1.weight"])
+    assert seen == ["param:fc1.weight"]
+    window.set_node_norms({"param:fc1.weight": 123.0})
+    i = window.scene.index["param:fc1.weight"]
+    assert window.scene.norms[i] == 123.0
+    window.mark_nodes(["op:2"], "nan-origin")
+    window.mark_edges([("param:fc1.weight", next(iter(window.document.view.successors("param:fc1.weight"))))])
