@@ -8,10 +8,6 @@ export, watch) and ``main_window`` which assembles them and implements the exten
 contract of ``docs/ARCHITECTURE.md``.
 """
 
-# PySide6 6.12 on Python 3.11 leaks references to None/True/False on every void call;
+# PySide6 6.12.0 on Python 3.11 leaks references to None/True/False on every void call;
 # ``gradviz.render`` applies the workaround on import, which must happen before any Qt use.
-try:
-    import gradviz.render  # noqa: F401
-except ModuleNotFoundError as _exc:  # a build without the render package: apply it directly
-    if _exc.name not in ("gradviz.render",):
-        raise
+import gradviz.render  # noqa: E402,F401
