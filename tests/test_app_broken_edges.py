@@ -1,0 +1,17 @@
+"""A finding's broken edge (a pair autograd never linked) is drawn in the real window."""
+from __future__ import annotations
+
+import gradviz
+from test_app_support import SAMPLES, open_and_wait, window  # noqa: F401  (fixture)
+
+
+def test_detach_finding_draws_a_broken_edge(qtbot, window):  # noqa: F811
+    script = SAMPLES / "bugs" / "detach.py"
+    finding = next(f for f in gradviz.check(script) if f.code == "unreachable")
+    assert finding.edges, "the detach finding should name the cut edge"
+    open_and_wait(qtbot, window, script)
+    u, v = finding.edges[0]
+    assert not window.document.graph.has_edge(u, v)  # autograd never recorded it
+    window.mark_edges(finding.edges, "broken")
+    overlay = window.scene._overlays.get("mark:broken")
+    assert overlay is not None and not overlay.path().isEmpty()
