@@ -1,0 +1,314 @@
+"""The Training dock: run controls, settings, live labels; wires worker -> history -> plots -> window."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGridLayout,
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+
+from gradviz.app.training.history import History
+from gradviz.app.training.plots import TrainingPlots
+from gradviz.app.training.worker import TrainingWorker
+from gradviz.core.trainer import SCHEDULES, TrainConfig, available_devices
+
+OPTIMIZER_CHOICES = [("script's", None), ("SGD", "sgd"), ("SGD + momentum", "sgd-momentum"), ("Adam", "adam"),
+                     ("AdamW", "adamw")]
+
+
+class TrainingPanel(QWidget):
+    stateChanged = Signal(str)
+
+    def __init__(self, window, history: History | None = None, plots: TrainingPlots | None = None,
+                 parent=None) -> None:
+        super().__init__(parent)
+        self.window = window
+        self.history = history if history is not None else History()
+        self.plots = plots if plots is not None else TrainingPlots(self.history)
+        self.worker: TrainingWorker | None = None
+        self._old_workers: list[TrainingWorker] = []
+        self.state = "stopped"
+        self.last_metrics: dict = {}
+
+        self.btn_start = QPushButton("Start")
+        self.btn_pause = QPushButton("Pause")
+        self.btn_resume = QPushButton("Resume")
+        self.btn_step = QPushButton("Step")
+        self.btn_stop = QPushButton("Stop")
+        self.btn_reset = QPushButton("Reset")
+        self.btn_start.clicked.connect(self.start)
+        self.btn_pause.clicked.connect(self.pause)
+        self.btn_resume.clicked.connect(self.resume)
+        self.btn_step.clicked.connect(self.step)
+        self.btn_stop.clicked.connect(self.stop)
+        self.btn_reset.clicked.connect(self.reset)
+        buttons = QGridLayout()
+        for i, b in enumerate((self.btn_start, self.btn_pause, self.btn_resume, self.btn_step, self.btn_stop,
+                               self.btn_reset)):
+            buttons.addWidget(b, i // 3, i % 3)
+
+        self.device = QComboBox()
+        for d in available_devices():
+            self.device.addItem(d.upper() if d != "mps" else "MPS", d)
+        self.optimizer = QComboBox()
+        for label, value in OPTIMIZER_CHOICES:
+            self.optimizer.addItem(label, value)
+        self.lr = QLineEdit()
+        self.lr.setPlaceholderText("optimizer's")
+        self.schedule = QComboBox()
+        self.schedule.addItems(list(SCHEDULES))
+        self.clip = QDoubleSpinBox()
+        self.clip.setRange(0.0, 1e6)
+        self.clip.setDecimals(3)
+        self.clip.setSpecialValueText("off")
+        self.clip.setValue(0.0)
+        self.accum = QSpinBox()
+        self.accum.setRange(1, 1024)
+        self.zero_grad = QCheckBox("zero grads every step")
+        self.zero_grad.setChecked(True)
+        self.amp = QCheckBox("AMP (CUDA)")
+        self.fixed_range = QCheckBox("fixed colour range")
+        self.fixed_range.toggled.connect(self._fixed_range_toggled)
+        self.device.currentIndexChanged.connect(self._device_changed)
+        self._device_changed()
+        for w in (self.optimizer, self.schedule, self.clip, self.accum, self.zero_grad, self.amp):
+            sig = getattr(w, "currentIndexChanged", None) or getattr(w, "valueChanged", None) or w.toggled
+            sig.connect(self._settings_changed)
+        self.lr.editingFinished.connect(self._settings_changed)
+
+        form = QFormLayout()
+        form.addRow("Device", self.device)
+        form.addRow("Optimizer", self.optimizer)
+        form.addRow("Learning rate", self.lr)
+        form.addRow("Schedule", self.schedule)
+        form.addRow("Clip max-norm", self.clip)
+        form.addRow("Accumulate k", self.accum)
+        checks = QHBoxLayout()
+        checks.addWidget(self.zero_grad)
+        checks.addWidget(self.amp)
+        form.addRow(checks)
+        form.addRow(self.fixed_range)
+
+        self.step_label = QLabel("step —")
+        self.loss_label = QLabel("loss —")
+        self.acc_label = QLabel("")
+        self.rate_label = QLabel("")
+        live = QHBoxLayout()
+        for lab in (self.step_label, self.loss_label, self.acc_label, self.rate_label):
+            live.addWidget(lab)
+        live.addStretch(1)
+
+        lay = QVBoxLayout(self)
+        lay.addLayout(buttons)
+        lay.addLayout(form)
+        lay.addLayout(live)
+        lay.addStretch(1)
+        self._set_state("stopped")
+
+    # -- settings ---------------------------------------------------------
+    def config(self) -> TrainConfig:
+        try:
+            lr = float(self.lr.text()) if self.lr.text().strip() else None
+        except ValueError:
+            lr = None
+        clip = self.clip.value() or None
+        return TrainConfig(device=self.device.currentData(), optimizer=self.optimizer.currentData(), lr=lr,
+                           schedule=self.schedule.currentText(), max_grad_norm=clip,
+                           accumulation=self.accum.value(), zero_grad_every_step=self.zero_grad.isChecked(),
+                           amp=self.amp.isChecked() and self.device.currentData() == "cuda")
+
+    def _device_changed(self) -> None:
+        cuda = self.device.currentData() == "cuda"
+        self.amp.setEnabled(cuda)
+        if not cuda:
+            self.amp.setChecked(False)
+
+    def _settings_changed(self, *_) -> None:
+        if self.worker is not None and self.worker.isRunning():
+            self.worker.apply_config(self.config())
+
+    def _fixed_range_toggled(self, on: bool) -> None:
+        scene = getattr(self.window, "scene", None)
+        if scene is None or not hasattr(scene, "set_color_range"):
+            return          # the window offers no range API: colours follow the data
+        if on and hasattr(scene, "color_scale"):
+            s = scene.color_scale()
+            scene.set_color_range(s.lo, s.hi)
+        else:
+            scene.set_color_range(None)
+
+    # -- controls ---------------------------------------------------------
+    def is_running(self) -> bool:
+        return self.worker is not None and self.worker.isRunning()
+
+    def start(self) -> None:
+        if self.is_running():
+            self.worker.resume()
+            return
+        script = self.window.current_script() if hasattr(self.window, "current_script") else None
+        if not script:
+            self.window.show_error("Open a model script before training.")
+            return
+        self._retire_worker()
+        self.history.set_names([])
+        w = TrainingWorker(script, self.config(), self)
+        w.ready.connect(self._on_ready)
+        w.rowsReady.connect(self._on_rows)
+        w.nodeNorms.connect(self._on_norms)
+        w.metricsReady.connect(self._on_metrics)
+        w.stateChanged.connect(self._set_state)
+        w.failed.connect(self._on_failed)
+        w.wasReset.connect(self._on_reset)
+        self.worker = w
+        self._script = script
+        w.start_training()
+        self._set_state("running")
+
+    def pause(self) -> None:
+        if self.is_running():
+            self.worker.pause()
+
+    def resume(self) -> None:
+        if self.is_running():
+            self.worker.resume()
+        else:
+            self.start()
+
+    def step(self) -> None:
+        if self.is_running():
+            self.worker.step_once()
+            return
+        self.start()
+        self.worker.pause()
+        self.worker.step_once()
+
+    def stop(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+
+    def reset(self) -> None:
+        if self.is_running():
+            self.worker.reset()
+        else:
+            self.history.clear()
+            self.plots.refresh(force=True)
+            self.step_label.setText("step —")
+            self.loss_label.setText("loss —")
+            self.acc_label.setText("")
+
+    def shutdown(self, wait_ms: int = 30000) -> bool:
+        """Stop the training thread and wait for it (the window is closing)."""
+        ok = True
+        for w in [self.worker, *self._old_workers]:
+            if w is not None and w.isRunning():
+                w.stop()
+                ok = w.wait(wait_ms) and ok
+        self.plots.timer.stop()
+        return ok
+
+    def _retire_worker(self) -> None:
+        if self.worker is not None:
+            self.worker.stop()
+            if not self.worker.wait(10000):
+                self._old_workers.append(self.worker)
+                return
+            self.worker.deleteLater()
+        self.worker = None
+
+    # -- worker signals ---------------------------------------------------
+    def _on_ready(self, info: dict) -> None:
+        self.history.set_names(info["names"])
+        self.plots.set_names(info["names"])
+        self.rate_label.setText(info.get("device", ""))
+
+    def _on_reset(self) -> None:
+        self.history.clear()
+        self.plots.refresh(force=True)
+
+    def _on_rows(self, cols: dict) -> None:
+        self.history.extend(cols)
+        steps = cols["step"]
+        if len(steps):
+            self.step_label.setText(f"step {int(steps[-1]) + 1}")
+            loss = float(cols["loss"][-1])
+            self.loss_label.setText(f"loss {loss:.4g}" if math.isfinite(loss) else f"loss {loss}")
+            st = cols.get("step_time")
+            if st is not None and len(st):
+                mean = float(st.mean())
+                if mean > 0:
+                    self.rate_label.setText(f"{1.0 / mean:.0f} steps/s")
+
+    def _on_norms(self, norms: dict) -> None:
+        setter = getattr(self.window, "set_node_norms", None)
+        if setter is not None:
+            setter(norms)
+        if self.plots.highlighted:
+            self.plots.highlight(self.plots.highlighted, node_color(self.window, f"param:{self.plots.highlighted}"))
+
+    def _on_metrics(self, metrics: dict) -> None:
+        self.last_metrics = dict(metrics)
+        if "accuracy" in metrics:
+            self.acc_label.setText(f"accuracy {100 * metrics['accuracy']:.1f} %")
+        elif metrics:
+            k, v = next(iter(metrics.items()))
+            self.acc_label.setText(f"{k} {v:.4g}")
+
+    def _on_failed(self, exc, details: str) -> None:
+        self.window.show_error(exc, details)
+
+    def _set_state(self, state: str) -> None:
+        self.state = state
+        running, paused = state == "running", state == "paused"
+        self.btn_start.setEnabled(not running and not paused)
+        self.btn_pause.setEnabled(running)
+        self.btn_resume.setEnabled(paused)
+        self.btn_step.setEnabled(not running)
+        self.btn_stop.setEnabled(running or paused)
+        self.device.setEnabled(not (running or paused))
+        self.stateChanged.emit(state)
+
+    # -- graph selection --------------------------------------------------
+    def node_selected(self, nid: str) -> None:
+        if nid.startswith("param:"):
+            name = nid[len("param:"):]
+            if name in self.plots.param_curves:
+                self.plots.highlight(name, node_color(self.window, nid))
+                return
+        self.plots.highlight(None)
+
+    def export_csv(self, path: str | None = None) -> Path | None:
+        if path is None:
+            path, _ = QFileDialog.getSaveFileName(self, "Export training history", "training.csv",
+                                                  "CSV files (*.csv)")
+            if not path:
+                return None
+        return self.history.to_csv(path)
+
+
+def node_color(window, nid: str) -> QColor | None:
+    """The fill colour of node ``nid`` in the window's graph scene, when it can say."""
+    scene = getattr(window, "scene", None)
+    if scene is None:
+        return None
+    index = getattr(scene, "index", None)
+    fills = getattr(scene, "fill_colors", None)
+    if index is not None and fills is not None:
+        i = index.get(nid)
+        if i is not None and i < len(fills):
+            return QColor(fills[i])
+    return None
+
+
+class CloseGuard(QObject):
+    """Stops the training thread when the window closes (before it is destroyed)."""
+
+    def __init__(self, panel: TrainingPanel, window) -> None:
+        super().__init__(window)
+        self.panel = panel
+
+    def eventFilter(self, obj, event) -> bool:
+        if event.type() == QEvent.Close:
+            self.panel.shutdown()
+        return False

@@ -1,0 +1,298 @@
+"""Live training plots (pyqtgraph), redrawn from a ``History`` by a timer (<= 30 Hz).
+
+Panels, all against the step: loss; global gradient norm before/after clipping (log y);
+per-parameter gradient norms (log y) with a checkable list to show/hide each curve;
+update-to-weight ratio per parameter (log y, the same curves shown); learning rate.
+Hovering a plot shows a vertical line and the values at that step. ``highlight(name,
+color)`` makes one parameter's curves thick, on top, in the given colour.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QIcon, QPixmap
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QSplitter,
+                               QVBoxLayout, QWidget)
+
+import pyqtgraph as pg
+
+from gradviz.app.training.history import History
+
+MAX_HZ = 30
+DEFAULT_VISIBLE = 12          # parameters shown at first (the rest can be ticked in the list)
+
+
+def _positive(values: np.ndarray) -> np.ndarray:
+    """For log axes: non-positive and non-finite values become NaN (gaps), never warnings."""
+    out = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(out) & (out > 0), out, np.nan)
+
+
+def _fmt(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:.4g}"
+
+
+class _Plot(pg.PlotWidget):
+    """A PlotWidget with a hover line and a value label."""
+
+    def __init__(self, title: str, log_y: bool = False) -> None:
+        super().__init__()
+        self.setBackground(None)
+        item = self.getPlotItem()
+        item.setTitle(title, size="9pt")
+        item.showGrid(x=True, y=True, alpha=0.2)
+        item.setLogMode(x=False, y=log_y)
+        item.setClipToView(True)
+        item.setDownsampling(auto=True, mode="peak")
+        self.setMinimumHeight(90)
+        self.hover_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen((128, 128, 128, 160), width=1))
+        self.hover_line.hide()
+        self.addItem(self.hover_line, ignoreBounds=True)
+        self.hover_label = pg.TextItem(anchor=(0, 0), color=(90, 90, 90))
+        self.hover_label.hide()
+        self.addItem(self.hover_label, ignoreBounds=True)
+        self.proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=30, slot=self._moved)
+        self.describe = None          # step index -> text, set by TrainingPlots
+
+    def _moved(self, event) -> None:
+        pos = event[0]
+        vb = self.getPlotItem().vb
+        if not self.sceneBoundingRect().contains(pos) or self.describe is None:
+            self.hover_line.hide()
+            self.hover_label.hide()
+            return
+        x = vb.mapSceneToView(pos).x()
+        text, step = self.describe(x)
+        if text is None:
+            self.hover_line.hide()
+            self.hover_label.hide()
+            return
+        self.hover_line.setPos(step)
+        self.hover_line.show()
+        (x0, x1), (y0, y1) = vb.viewRange()
+        self.hover_label.setText(text)
+        self.hover_label.setPos(x0, y1)
+        self.hover_label.show()
+
+
+class TrainingPlots(QWidget):
+    """The plots; call ``set_names`` when the parameters are known, then they follow ``history``."""
+
+    paramToggled = Signal(str, bool)
+
+    def __init__(self, history: History, parent=None, max_hz: int = MAX_HZ) -> None:
+        super().__init__(parent)
+        self.history = history
+        self.names: list[str] = []
+        self.colors: list[QColor] = []
+        self.visible: set[str] = set()
+        self.highlighted: str | None = None
+        self._highlight_color: QColor | None = None
+        self._drawn = -1
+        self.redraws = 0
+
+        self.loss_plot = _Plot("loss")
+        self.norm_plot = _Plot("global grad norm (pre / post clip)", log_y=True)
+        self.param_plot = _Plot("grad norm per parameter", log_y=True)
+        self.ratio_plot = _Plot("update / weight ratio", log_y=True)
+        self.lr_plot = _Plot("learning rate")
+        self.plots = [self.loss_plot, self.norm_plot, self.param_plot, self.ratio_plot, self.lr_plot]
+        for p in self.plots[1:]:
+            p.setXLink(self.loss_plot)
+        self.loss_curve = self.loss_plot.plot(pen=pg.mkPen((40, 110, 200), width=1.5))
+        self.pre_curve = self.norm_plot.plot(pen=pg.mkPen((200, 90, 40), width=1.5), name="pre-clip")
+        self.post_curve = self.norm_plot.plot(pen=pg.mkPen((40, 150, 90), width=1.2, style=Qt.DashLine),
+                                              name="post-clip")
+        self.lr_curve = self.lr_plot.plot(pen=pg.mkPen((130, 80, 180), width=1.5))
+        self.param_curves: dict[str, pg.PlotDataItem] = {}
+        self.ratio_curves: dict[str, pg.PlotDataItem] = {}
+        self.loss_plot.describe = self._describe(lambda i: f"loss {_fmt(self._col('loss')[i])}")
+        self.norm_plot.describe = self._describe(
+            lambda i: f"pre {_fmt(self._col('grad_norm')[i])}  post {_fmt(self._col('grad_norm_clipped')[i])}")
+        self.lr_plot.describe = self._describe(lambda i: f"lr {_fmt(self._col('lr')[i])}")
+        self.param_plot.describe = self._describe(lambda i: self._matrix_text("param_norms", i))
+        self.ratio_plot.describe = self._describe(lambda i: self._matrix_text("update_ratios", i))
+
+        self.list = QListWidget()
+        self.list.setMaximumWidth(220)
+        self.list.itemChanged.connect(self._item_changed)
+        self.list.itemClicked.connect(lambda item: None)
+        all_btn, none_btn = QPushButton("All"), QPushButton("None")
+        all_btn.clicked.connect(lambda: self.set_all_visible(True))
+        none_btn.clicked.connect(lambda: self.set_all_visible(False))
+        side = QWidget()
+        sl = QVBoxLayout(side)
+        sl.setContentsMargins(0, 0, 0, 0)
+        sl.addWidget(QLabel("Parameters"))
+        sl.addWidget(self.list, 1)
+        row = QHBoxLayout()
+        row.addWidget(all_btn)
+        row.addWidget(none_btn)
+        sl.addLayout(row)
+
+        split = QSplitter(Qt.Vertical)
+        for p in self.plots:
+            split.addWidget(p)
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(2, 2, 2, 2)
+        outer.addWidget(split, 1)
+        outer.addWidget(side)
+
+        self.timer = QTimer(self)
+        self.timer.setInterval(max(1, int(1000 / max_hz)))
+        self.timer.timeout.connect(self.refresh)
+        self.timer.start()
+
+    # -- parameters -------------------------------------------------------
+    def set_names(self, names: list[str]) -> None:
+        if list(names) == self.names:
+            return
+        for c in list(self.param_curves.values()):
+            self.param_plot.removeItem(c)
+        for c in list(self.ratio_curves.values()):
+            self.ratio_plot.removeItem(c)
+        self.param_curves.clear()
+        self.ratio_curves.clear()
+        self.names = list(names)
+        n = max(1, len(self.names))
+        self.colors = [pg.intColor(i, hues=min(n, 12), values=max(1, math.ceil(n / 12)), minValue=160)
+                       for i in range(len(self.names))]
+        self.visible = set(self.names[:DEFAULT_VISIBLE])
+        self.list.blockSignals(True)
+        self.list.clear()
+        for name, color in zip(self.names, self.colors):
+            pen = pg.mkPen(color, width=1.2)
+            pc = self.param_plot.plot(pen=pen)
+            rc = self.ratio_plot.plot(pen=pen)
+            pc.setVisible(name in self.visible)
+            rc.setVisible(name in self.visible)
+            self.param_curves[name] = pc
+            self.ratio_curves[name] = rc
+            item = QListWidgetItem(_swatch(color), name)
+            item.setFlags(item.flags() | Qt.ItemIsUserCheckable)
+            item.setCheckState(Qt.Checked if name in self.visible else Qt.Unchecked)
+            item.setData(Qt.UserRole, name)
+            self.list.addItem(item)
+        self.list.blockSignals(False)
+        if self.highlighted in self.param_curves:
+            self.highlight(self.highlighted, self._highlight_color)
+        self._drawn = -1
+
+    def set_visible(self, name: str, on: bool) -> None:
+        """Show or hide one parameter's curves (the list's tick follows)."""
+        if name not in self.param_curves:
+            return
+        (self.visible.add if on else self.visible.discard)(name)
+        self.param_curves[name].setVisible(on)
+        self.ratio_curves[name].setVisible(on)
+        item = self.list.item(self.names.index(name))
+        if (item.checkState() == Qt.Checked) != on:
+            self.list.blockSignals(True)
+            item.setCheckState(Qt.Checked if on else Qt.Unchecked)
+            self.list.blockSignals(False)
+        if on:
+            self._draw_param(name)
+        self.paramToggled.emit(name, on)
+
+    def set_all_visible(self, on: bool) -> None:
+        for name in self.names:
+            self.set_visible(name, on)
+
+    def _item_changed(self, item: QListWidgetItem) -> None:
+        self.set_visible(item.data(Qt.UserRole), item.checkState() == Qt.Checked)
+
+    def highlight(self, name: str | None, color: QColor | None = None) -> None:
+        """Thick, on top and in ``color`` (the graph node's colour): one parameter's curves."""
+        prev = self.highlighted
+        if prev in self.param_curves and prev != name:
+            i = self.names.index(prev)
+            for c in (self.param_curves[prev], self.ratio_curves[prev]):
+                c.setPen(pg.mkPen(self.colors[i], width=1.2))
+                c.setZValue(0)
+            self.set_visible(prev, prev in self.visible)
+        self.highlighted = name
+        self._highlight_color = color
+        if name in self.param_curves:
+            i = self.names.index(name)
+            col = QColor(color) if color is not None else self.colors[i]
+            for c in (self.param_curves[name], self.ratio_curves[name]):
+                c.setPen(pg.mkPen(col, width=3.5))
+                c.setZValue(10)
+                c.setVisible(True)
+            self._draw_param(name)
+
+    def curve_color(self, name: str) -> QColor | None:
+        c = self.param_curves.get(name)
+        return None if c is None else c.opts["pen"].color()
+
+    # -- drawing ----------------------------------------------------------
+    def _col(self, key: str) -> np.ndarray:
+        return self.history.column(key)
+
+    def refresh(self, force: bool = False) -> None:
+        """Pull from the history when it changed (called by the timer)."""
+        h = self.history
+        if not force and h.version == self._drawn:
+            return
+        self._drawn = h.version
+        self.redraws += 1
+        x = h.column("step")
+        self.loss_curve.setData(x, h.column("loss"), connect="finite")
+        self.pre_curve.setData(x, _positive(h.column("grad_norm")), connect="finite")
+        self.post_curve.setData(x, _positive(h.column("grad_norm_clipped")), connect="finite")
+        self.lr_curve.setData(x, h.column("lr"), connect="finite")
+        shown = self.visible | ({self.highlighted} if self.highlighted in self.param_curves else set())
+        for name in shown:
+            self._draw_param(name, x)
+
+    def _draw_param(self, name: str, x: np.ndarray | None = None) -> None:
+        h = self.history
+        if name not in self.param_curves or len(h.names) != len(self.names):
+            return
+        i = self.names.index(name)
+        x = h.column("step") if x is None else x
+        self.param_curves[name].setData(x, _positive(h.column("param_norms")[:, i]), connect="finite")
+        self.ratio_curves[name].setData(x, _positive(h.column("update_ratios")[:, i]), connect="finite")
+
+    def points(self) -> int:
+        """How many points the loss curve holds (tests)."""
+        data = self.loss_curve.xData          # the data set, before clipping/downsampling for display
+        return 0 if data is None else len(data)
+
+    # -- hover ------------------------------------------------------------
+    def _describe(self, text_at):
+        def describe(x: float):
+            steps = self.history.column("step")
+            if len(steps) == 0:
+                return None, None
+            i = int(np.clip(np.searchsorted(steps, x), 0, len(steps) - 1))
+            if i > 0 and abs(steps[i - 1] - x) < abs(steps[i] - x):
+                i -= 1
+            return f"step {int(steps[i])}\n{text_at(i)}", float(steps[i])
+        return describe
+
+    def _matrix_text(self, key: str, i: int) -> str:
+        m = self._col(key)
+        shown = [n for n in self.names if n in self.visible or n == self.highlighted]
+        if self.highlighted in shown:
+            shown.remove(self.highlighted)
+            shown.insert(0, self.highlighted)
+        lines = [f"{n}: {_fmt(float(m[i, self.names.index(n)]))}" for n in shown[:6]]
+        if len(shown) > 6:
+            lines.append(f"… {len(shown) - 6} more")
+        return "\n".join(lines)
+
+    def closeEvent(self, event) -> None:
+        self.timer.stop()
+        super().closeEvent(event)
+
+
+def _swatch(color: QColor) -> QIcon:
+    pm = QPixmap(12, 12)
+    pm.fill(color)
+    return QIcon(pm)

@@ -1,0 +1,162 @@
+"""Live training in the window (pytest-qt, offscreen): start, pause, resume, stop, plots,
+node colours, curve highlight, CSV export, clean close mid-training."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+
+import gradviz.app  # noqa: E402,F401  (PySide6 workaround first)
+from PySide6.QtCore import QSettings  # noqa: E402
+
+from gradviz.app.training.history import History  # noqa: E402
+
+from conftest import ROOT, SAMPLES  # noqa: E402
+
+MLP = SAMPLES / "mlp_digits.py"
+WAIT_MS = 120_000
+
+
+@pytest.fixture
+def win(qtbot, tmp_path):
+    from gradviz.app.main_window import MainWindow
+
+    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
+    w = MainWindow(settings=settings, extensions=False)
+    qtbot.addWidget(w)
+    w.resize(1300, 850)
+    w.show()
+    qtbot.waitExposed(w)
+    from gradviz.app.training import install
+
+    panel = install(w)
+    with qtbot.waitSignal(w.graphShown, timeout=WAIT_MS):
+        w.open_script(MLP)
+    yield w
+    panel.shutdown()
+    w.shutdown()
+
+
+def _steps(panel):
+    return panel.worker.step_index if panel.worker is not None else 0
+
+
+def test_start_pause_resume_stop(qtbot, win):
+    panel = win.training_panel
+    norms_seen = []
+    orig = win.set_node_norms
+    win.set_node_norms = lambda norms: (norms_seen.append(norms), orig(norms))
+    panel.start()
+    qtbot.waitUntil(lambda: len(panel.history) >= 40, timeout=WAIT_MS)
+    panel.pause()
+    qtbot.waitUntil(lambda: panel.state == "paused", timeout=10_000)
+    n = _steps(panel)
+    qtbot.wait(300)
+    assert _steps(panel) == n                      # paused: the step count stopped
+    assert len(panel.history) == n                 # every step arrived (no downsampling yet)
+    panel.step()
+    qtbot.waitUntil(lambda: _steps(panel) == n + 1, timeout=10_000)
+    panel.resume()
+    qtbot.waitUntil(lambda: _steps(panel) >= n + 30, timeout=WAIT_MS)
+    panel.stop()
+    assert panel.worker.wait(10_000)
+    qtbot.waitUntil(lambda: panel.state == "stopped", timeout=5_000)
+    total = _steps(panel)
+    qtbot.waitUntil(lambda: len(panel.history) == total, timeout=5_000)
+    panel.plots.refresh()
+    assert panel.plots.points() == total            # the plots hold every step
+    steps = panel.history.column("step")
+    assert list(steps) == list(range(total))
+    # live colours: sampled node norms use the graph's ids
+    assert norms_seen and set(norms_seen[0]) <= set(win.document.graph.nodes)
+    assert "param:fc1.weight" in norms_seen[0]
+    assert panel.step_label.text() == f"step {total}"
+    assert panel.acc_label.text().startswith("accuracy")
+
+
+def test_selected_parameter_curve_is_highlighted(qtbot, win):
+    panel = win.training_panel
+    panel.step()
+    qtbot.waitUntil(lambda: len(panel.plots.param_curves) > 0, timeout=WAIT_MS)
+    win.select_nodes(["param:fc2.weight"])
+    plots = panel.plots
+    assert plots.highlighted == "fc2.weight"
+    curve = plots.param_curves["fc2.weight"]
+    assert curve.opts["pen"].widthF() > 2 and curve.zValue() > 0
+    from gradviz.app.training.panel import node_color
+
+    want = node_color(win, "param:fc2.weight")
+    if want is not None:
+        assert curve.opts["pen"].color().rgb() == want.rgb()
+    win.select_nodes(["op:3"])
+    assert plots.highlighted is None and curve.opts["pen"].widthF() < 2
+    # toggling a curve from the list
+    plots.set_visible("fc1.bias", False)
+    assert not plots.param_curves["fc1.bias"].isVisible()
+    panel.stop()
+    panel.worker.wait(10_000)
+
+
+def test_csv_export(qtbot, win, tmp_path):
+    panel = win.training_panel
+    panel.start()
+    qtbot.waitUntil(lambda: len(panel.history) >= 10, timeout=WAIT_MS)
+    panel.stop()
+    panel.worker.wait(10_000)
+    out = panel.export_csv(str(tmp_path / "run.csv"))
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("step,loss,grad_norm") and "grad_norm:fc1.weight" in lines[0]
+    assert len(lines) == len(panel.history) + 1
+
+
+def test_history_is_bounded_and_keeps_whole_run():
+    h = History(capacity=100, names=["a"])
+    for start in range(0, 1000, 7):
+        steps = np.arange(start, min(start + 7, 1000))
+        h.extend({"step": steps, "loss": steps * 1.0, "param_norms": np.ones((len(steps), 1))})
+    assert 50 <= len(h) <= 100
+    s = h.column("step")
+    assert s[0] == 0 and s[-1] >= 1000 - h.stride and np.all(np.diff(s) == h.stride)
+
+
+CLOSE_SCRIPT = textwrap.dedent('''
+    import os, sys
+    os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    sys.path.insert(0, {root!r})
+    import gradviz.app
+    from PySide6.QtCore import QSettings, QTimer
+    from PySide6.QtWidgets import QApplication
+    from gradviz.app.main_window import MainWindow
+    app = QApplication([])
+    w = MainWindow(settings=QSettings({ini!r}, QSettings.IniFormat), extensions=True)
+    w.show()
+    panel = w.training_panel
+    closing = []
+    def rows(_cols):
+        if not closing:                           # mid-training: the worker is running flat out
+            closing.append(1)
+            QTimer.singleShot(200, w.close)
+            QTimer.singleShot(300, app.quit)
+    def started():
+        panel.start()
+        panel.worker.rowsReady.connect(rows)
+    w.graphShown.connect(started)
+    w.open_script({mlp!r})
+    app.exec()
+    print("steps", panel.worker.step_index, "running", panel.worker.isRunning(), flush=True)
+''')
+
+
+def test_closing_window_mid_training_exits_cleanly(tmp_path):
+    code = CLOSE_SCRIPT.format(root=str(ROOT), ini=str(tmp_path / "s.ini"), mlp=str(MLP))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert "running False" in r.stdout, r.stdout + r.stderr
+    assert "QThread: Destroyed" not in r.stderr and "Destroyed while thread" not in r.stderr, r.stderr
+    steps = int(r.stdout.split()[1])
+    assert steps > 0
