@@ -11,6 +11,7 @@ on some rank, which DDP's ``find_unused_parameters`` error gives only as indices
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
@@ -33,7 +34,7 @@ except Exception:  # pragma: no cover - until gradviz.core.diagnosis lands
         params: list[str] = field(default_factory=list)
         modules: list[str] = field(default_factory=list)
         nodes: list[str] = field(default_factory=list)
-        location: str = ""
+        location: str | None = None
         edges: list = field(default_factory=list)
         data: dict = field(default_factory=dict)
 
@@ -44,10 +45,12 @@ def _finding(code: str, severity: str, message: str, *, params: Sequence[str] = 
     modules = sorted({p.rpartition(".")[0] for p in params})
     nodes = list(nodes) or [f"param:{p}" for p in params]
     return Finding(code=code, severity=severity, message=message, params=params, modules=modules, nodes=nodes,
-                   location="", edges=[], data=dict(data or {}))
+                   location=None, edges=[], data=dict(data or {}))
 
 
 def finding_dict(f: Finding) -> dict:
+    if hasattr(f, "to_dict"):
+        return f.to_dict()
     try:
         return asdict(f)
     except TypeError:
@@ -156,6 +159,12 @@ def _num(x: float) -> float | str:
 def rank_findings(readers: Sequence[RunReader], steps: Sequence[dict] | None = None) -> list[Finding]:
     if len(readers) < 2:
         return []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)      # all-NaN columns (no gradient anywhere)
+        return _rank_findings(readers, steps)
+
+
+def _rank_findings(readers: Sequence[RunReader], steps: Sequence[dict] | None) -> list[Finding]:
     all_steps = list(steps) if steps is not None else [r.steps() for r in readers]
     ranks = [r.rank for r in readers]
     names = readers[0].param_names

@@ -288,9 +288,12 @@ class Watch:
         global_ratio = _global_ratio(row["update_ratios"], row["weight_norms"]) if self._updated else None
         node_sampled = False
         if self._node_result is not None:
-            gid, blob = self._node_result
-            self._writer.add_node_norms(s, gid, blob)
+            gid, nodes, result = self._node_result
             self._node_result = None
+            for name, norm, has in zip(self.param_names, row["param_norms"], row["has_grad"]):
+                result[f"param:{name}"] = float(norm) if has else None
+            values = [NO_VALUE if (v := result.get(n)) is None else v for n in nodes]
+            self._writer.add_node_norms(s, gid, np.array(values, dtype="<f4").tobytes())
             node_sampled = True
         lr = row["lr"]
         self._writer.add_step(s, time=time.time(), loss=row["loss"] if self._open_loss is not None else None,
@@ -358,11 +361,10 @@ class Watch:
         def backward():
             return func(*args, **kwargs)
 
-        result = self._sampler.sample(root, backward)     # user errors in backward propagate as they are
+        # parameters: their norms come from the step row (StepStats), not a second pass here
+        result = self._sampler.sample(root, backward, params=False)   # errors in backward propagate as they are
         if entry is not None:
-            gid, nodes, _ = entry
-            values = np.array([NO_VALUE if result.get(n) is None else result[n] for n in nodes], dtype=np.float64)
-            self._node_result = (gid, values.astype("<f4").tobytes())
+            self._node_result = (entry[0], entry[1], result)
         return None
 
     def _structure(self, root: torch.Tensor) -> tuple[int, list[str], bool] | None:
@@ -439,12 +441,15 @@ def _lr_of(optimizer) -> float | None:
 
 def _global_ratio(ratios: np.ndarray, weights: np.ndarray) -> float:
     """||delta theta|| / ||theta|| over all parameters, from per-parameter ratios and weight norms."""
-    deltas = ratios * weights if len(ratios) else ratios
-    num = float(np.dot(deltas, deltas))
-    den = float(np.dot(weights, weights))
-    if math.isfinite(num) and den > 0:
-        return math.sqrt(num / den)
+    if np.isfinite(ratios).all():
+        deltas = ratios * weights
+        num = float(np.dot(deltas, deltas))
+        den = float(np.dot(weights, weights))
+        if math.isfinite(num) and den > 0:
+            return math.sqrt(num / den)
     with np.errstate(invalid="ignore", over="ignore"):       # rare: NaN/inf ratios or all-zero weights
+        deltas = ratios * weights
+        den = float(np.dot(weights, weights))
         if np.isnan(ratios).any():
             return float("nan")
         ok = np.isfinite(deltas)
