@@ -6,10 +6,12 @@ two element evaluations (gradcheck) or two checklist stages (check).
 """
 from __future__ import annotations
 
+import atexit
 import threading
 import traceback
 import weakref
 
+import shiboken6
 from PySide6.QtCore import QThread, Signal
 
 
@@ -78,11 +80,13 @@ _LIVE: "weakref.WeakSet[_Job]" = weakref.WeakSet()
 
 def stop_all(wait_ms: int = 30000) -> None:
     for job in list(_LIVE):
+        if not shiboken6.isValid(job):
+            continue  # its C++ side is gone already (deleted with its parent): nothing runs
         if job.isRunning():
             job.shutdown(wait_ms)
 
 
-@__import__("atexit").register
+@atexit.register
 def _stop_at_exit() -> None:
     """Threads must end before Qt destroys them at exit."""
     stop_all(10000)
