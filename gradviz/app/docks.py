@@ -1,0 +1,73 @@
+"""Dock panels of the window: adding them (``window.add_dock`` of the extension contract),
+tabbing panels that share an area, and the default sizes that leave the graph most of
+the space."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QWidget
+
+MAX_BOTTOM_MIN_H = 180   # bottom panels taller than this scroll instead of shrinking the graph
+
+
+class Docks:
+    """The window's docks, in the order they were added."""
+
+    def __init__(self, window: QMainWindow) -> None:
+        self.window = window
+        self.docks: list[QDockWidget] = []
+        self.error_dock: QDockWidget | None = None   # never tabbed in front of the others
+        self.panels_menu = None                      # View ▸ Panels once the menus exist
+        self.side_widths: dict[QDockWidget, int] = {}  # default widths of the side panels
+
+    def add(self, title: str, widget: QWidget, area=Qt.RightDockWidgetArea) -> QDockWidget:
+        win = self.window
+        dock = QDockWidget(title, win)
+        dock.setObjectName(f"dock-{title}")
+        horizontal = area in (Qt.BottomDockWidgetArea, Qt.TopDockWidgetArea)
+        if horizontal and widget.minimumSizeHint().height() > MAX_BOTTOM_MIN_H:
+            # a tall panel must not push the graph away: let it scroll inside a shorter dock
+            scroller = QScrollArea()
+            scroller.setObjectName(f"scroll-{title}")
+            scroller.setWidgetResizable(True)
+            scroller.setFrameShape(QScrollArea.NoFrame)
+            scroller.setWidget(widget)
+            dock.setWidget(scroller)
+        else:
+            dock.setWidget(widget)
+        dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetFloatable
+                         | QDockWidget.DockWidgetClosable)
+        win.addDockWidget(area, dock)
+        same = [d for d in self.docks if win.dockWidgetArea(d) == area and not d.isFloating()]
+        if same and title != "Errors":
+            win.tabifyDockWidget(same[0], dock)
+            # the first shown panel of an area stays in front (a hidden one cannot be)
+            first = next((d for d in same if d is not self.error_dock and not d.isHidden()), dock)
+            first.raise_()
+        self.docks.append(dock)
+        if self.panels_menu is not None:
+            self.panels_menu.addAction(dock.toggleViewAction())
+        return dock
+
+    def in_area(self, area) -> list[QDockWidget]:
+        win = self.window
+        return [d for d in self.docks if win.dockWidgetArea(d) == area and d.isVisible() and not d.isFloating()]
+
+    def apply_default_sizes(self) -> None:
+        """Side panels about 300 px wide, the bottom area at most a quarter of the window:
+        the graph keeps most of the space."""
+        win = self.window
+        side = [d for d in self.side_widths if d.isVisible()]
+        if side:
+            win.resizeDocks(side, [self.side_widths[d] for d in side], Qt.Horizontal)
+        bottom = self.in_area(Qt.BottomDockWidgetArea)
+        if bottom:
+            win.resizeDocks(bottom[:1], [max(160, min(240, win.height() // 4))], Qt.Vertical)
+
+    def show_error_dock(self) -> None:
+        """Show the Errors dock in front, a third of the window high at most when it opens."""
+        dock, win = self.error_dock, self.window
+        was_hidden = not dock.isVisible()
+        dock.show()
+        dock.raise_()
+        if was_hidden and win.isVisible():
+            win.resizeDocks([dock], [max(180, min(260, win.height() // 3))], Qt.Vertical)
