@@ -412,3 +412,51 @@ def test_sigkill_leaves_a_readable_run(tmp_path):
         assert r.node_steps()[:3] == [0, 10, 20]
         assert r.graph() is not None
         assert findings([r]) == []
+
+
+# -- memory -------------------------------------------------------------------
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="needs /proc")
+@pytest.mark.parametrize("steps", [
+    3000,
+    pytest.param(100_000, marks=pytest.mark.skipif(not os.environ.get("GRADVIZ_SLOW"),
+                                                   reason="slow: set GRADVIZ_SLOW=1")),
+])
+def test_long_loop_does_not_grow_rss(tmp_path, steps, monkeypatch):
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                 # a tiny model: thread hand-offs would dominate the time
+    try:
+        _long_loop(tmp_path, steps)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _long_loop(tmp_path, steps):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(32, 8), torch.randn(32, 1)
+    warm = min(1000, steps // 3)
+    with watch(model, tmp_path / "long.gvrun", every=10, optimizer=opt) as w:
+        for step in range(steps):
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            w.step(loss)
+            opt.step()
+            if step == warm:
+                gc.collect()
+                base = _rss_mb()
+    gc.collect()
+    grown = _rss_mb() - base
+    assert grown < 25, f"RSS grew by {grown:.1f} MB over {steps - warm} steps"
+    with open_run(tmp_path / "long.gvrun") as r:
+        assert r.n_steps() == steps and len(r.node_steps()) == steps // 10
