@@ -4,12 +4,15 @@ The public API is Qt-free and imported lazily, so ``import gradviz`` is cheap an
 works on a headless server:
 
     graph = gradviz.trace("samples/mlp_digits.py")      # networkx.DiGraph
+    findings = gradviz.check("samples/mlp_digits.py")   # the gradient health checklist
+    with gradviz.watch(model, "run.gvrun", every=10) as w:
+        ...; loss.backward(); w.step(loss)               # record your own training loop
 """
 from __future__ import annotations
 
 __version__ = "0.1.0"
-__all__ = ["trace", "capture", "TraceOptions", "check", "load_script", "collapse", "layout", "ScriptError",
-           "__version__"]
+__all__ = ["trace", "capture", "TraceOptions", "check", "watch", "RecordError", "load_script", "collapse",
+           "layout", "ScriptError", "__version__"]
 
 # name -> module that defines it; resolved on first attribute access (PEP 562)
 _LAZY = {
@@ -19,6 +22,8 @@ _LAZY = {
     "load_script": "gradviz.core.script",
     "ScriptError": "gradviz.core.script",
     "check": "gradviz.core.diagnosis",
+    "watch": "gradviz.core.record",
+    "RecordError": "gradviz.core.record",
     "collapse": "gradviz.core.grouping",
     "layout": "gradviz.core.layout",
 }
