@@ -36,7 +36,7 @@ class Overlays:
         vp = self.view.viewport().geometry()
         legend = self.legend
         if legend is not None:
-            legend.resize(legend.sizeHint().width() + 70, legend.sizeHint().height())  # TEMP
+            legend.resize(legend.sizeHint())
             legend.move(vp.left() + LEGEND_INSET, vp.bottom() - legend.height() - LEGEND_INSET)
             legend.raise_()
             shown = not legend.isHidden()

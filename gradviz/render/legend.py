@@ -30,6 +30,25 @@ def tick_text(value: float) -> str:
     return f"{value:.2g}"
 
 
+SWATCHES = ((NAN_RGB, "NaN"), (INF_RGB, "Inf"), (NO_GRAD_RGB, "no gradient"))
+KEY_ENTRIES = ("op", "parameter", "input", "loss", "module group", "unreached parameter")
+CAPTION = "gradient norm"
+PAD = 8.0         # ColorBarWidget: margin around the drawing
+
+
+def bar_row_width() -> float:
+    """Width of the colour-bar row: caption, bar and the NaN / Inf / no-gradient swatches."""
+    w = style.text_width(CAPTION, 11, 500) + 10 + BAR_W + 22
+    for _, label in SWATCHES:
+        w += 23 + style.text_width(label, 11, 400) + 16
+    return w - 16     # no gap after the last swatch label
+
+
+def key_row_width() -> float:
+    """Width of the node-kind key row."""
+    return sum(36 + style.text_width(name, 11, 400) + 18 for name in KEY_ENTRIES) - 18
+
+
 def legend_size(title: str | None = None) -> QSize:
     return QSize(int(LEGEND_W), int(ROW_H + KEY_H + (TITLE_H if title else 0) + 8))
 
@@ -55,7 +74,7 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
     # colour bar
     painter.setFont(style.font(11, 500))
     painter.setPen(text)
-    caption = "gradient norm"
+    caption = CAPTION
     painter.drawText(QPointF(x, y + BAR_H - 1), caption)
     bx = x + style.text_width(caption, 11, 500) + 10
     gradient = QLinearGradient(bx, 0, bx + BAR_W, 0)
@@ -77,7 +96,7 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
         painter.drawText(QPointF(min(max(tx - w / 2, bx - 4), bx + BAR_W - w + 4), y + BAR_H + 15), label)
     # swatches for values the bar cannot show
     sx = bx + BAR_W + 22
-    for rgb, label in ((NAN_RGB, "NaN"), (INF_RGB, "Inf"), (NO_GRAD_RGB, "no gradient")):
+    for rgb, label in SWATCHES:
         painter.setPen(QPen(muted, 0.8))
         painter.setBrush(QColor(*rgb))
         painter.drawRoundedRect(QRectF(sx, y, 18, BAR_H), 2, 2)
@@ -85,7 +104,7 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
         painter.setFont(style.font(11, 400))
         painter.drawText(QPointF(sx + 23, y + BAR_H - 1), label)
         sx += 23 + style.text_width(label, 11, 400) + 16
-    used_w = sx - origin.x()
+    used_w = sx - 16 - origin.x()
     y += ROW_H
     if key:
         used_w = max(used_w, _paint_key(painter, x, y, theme))
@@ -100,8 +119,7 @@ def _paint_key(painter: QPainter, x: float, y: float, theme: style.Theme) -> flo
     outline, strong = QColor(theme.outline), QColor(theme.strong_outline)
     painter.setFont(style.font(11, 400))
     start = x
-    entries = ("op", "parameter", "input", "loss", "module group", "unreached parameter")
-    for name in entries:
+    for name in KEY_ENTRIES:
         r = QRectF(x, y, 30, 16)
         painter.setBrush(fill)
         if name == "op":
@@ -128,7 +146,7 @@ def _paint_key(painter: QPainter, x: float, y: float, theme: style.Theme) -> flo
         painter.setPen(QColor(theme.strong_outline))
         painter.drawText(QPointF(x + 36, y + 12.5), name)
         x += 36 + style.text_width(name, 11, 400) + 18
-    return x - start
+    return x - 18 - start
 
 
 class ColorBarWidget(QWidget):
@@ -152,8 +170,12 @@ class ColorBarWidget(QWidget):
         self.update()
 
     def sizeHint(self) -> QSize:
-        return QSize(int(LEGEND_W) - 150 if not self._key else int(LEGEND_W),
-                     int(ROW_H + (KEY_H if self._key else 0) + 12))
+        """Exactly what ``paint_legend`` draws plus the margin: nothing is cut off."""
+        width = max(bar_row_width(), key_row_width() if self._key else 0.0)
+        return QSize(math.ceil(width + 2 * PAD), int(ROW_H + (KEY_H if self._key else 0) + 12))
+
+    def minimumSizeHint(self) -> QSize:
+        return self.sizeHint()
 
     def paintEvent(self, event) -> None:
         painter = QPainter(self)
@@ -163,5 +185,5 @@ class ColorBarWidget(QWidget):
         painter.setPen(Qt.NoPen)
         painter.setBrush(bg)
         painter.drawRoundedRect(QRectF(self.rect()), 6, 6)
-        paint_legend(painter, QPointF(8, 8), self._scale, self._theme, key=self._key)
+        paint_legend(painter, QPointF(PAD, PAD), self._scale, self._theme, key=self._key)
         painter.end()
