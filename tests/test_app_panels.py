@@ -1,10 +1,10 @@
-"""Window parts that need no trace: recent files, the script watcher, extensions, errors."""
+"""Window parts: recent files, the script watcher, extensions, errors, the Modules outline."""
 from __future__ import annotations
 
 import sys
 import types
 
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QMenu
 
 from test_app_support import MLP, open_and_wait, window  # noqa: F401
@@ -91,3 +91,28 @@ def test_contract_methods_without_graph_and_with(qtbot, window):
     assert window.scene.norms[i] == 123.0
     window.mark_nodes(["op:2"], "nan-origin")
     window.mark_edges([("param:fc1.weight", next(iter(window.document.view.successors("param:fc1.weight"))))])
+
+
+def test_outline_shows_largest_op_gradient_for_modules_without_parameters(qtbot, window):
+    from gradviz.app.formatting import num
+    from gradviz.app.outline_panel import THROUGH_TIP
+
+    open_and_wait(qtbot, window, MLP)
+    graph = window.document.graph
+    outline = window.outline
+
+    def norm_item(path):
+        first = outline.item(path)
+        return outline.model.itemFromIndex(first.index().siblingAtColumn(3))
+
+    for path in ("act1", "act2"):
+        ops = [a["grad_norm"] for _, a in graph.nodes(data=True)
+               if a["kind"] == "op" and a["module"] == path and a["grad_norm"] is not None]
+        assert ops, path
+        item = norm_item(path)
+        assert item.text() == num(max(ops)) != "—"
+        assert item.font().italic() and item.toolTip() == THROUGH_TIP
+        assert item.data(Qt.DecorationRole) is not None      # coloured like the others
+    fc1 = norm_item("fc1")                                   # parameters: their norm, upright
+    assert fc1.text() == num(graph.graph["modules"]["fc1"]["grad_norm"])
+    assert not fc1.font().italic() and fc1.toolTip() == ""

@@ -72,7 +72,7 @@ class GraphSync:
         win.error_dock.hide()
         self.set_busy(None)
         win.files.update_title()
-        win.outline.set_modules(doc.modules, doc.expanded, self.color_scale())
+        win.outline.set_modules(doc.modules, doc.expanded, self.color_scale(), doc.graph)
         self.show_view(fit=True)
         win.inspector.show_summary(doc.graph)
         win.graphChanged.emit(doc.graph)
@@ -173,6 +173,8 @@ class GraphSync:
         win.overlays.place()
         if fit:
             win.view.fit()
+        else:
+            win.view.fitted = False   # a re-grouped graph keeps the user's zoom and place
         win.minimap.render_scene()
         win.overlays.place()
         win.status.set_run(doc.run, doc.view.number_of_nodes())

@@ -1,18 +1,42 @@
 """The module tree: module, type, #params, gradient norm (with its colour).
 
+A module without parameters (ReLU, Sigmoid, ...) has no parameter gradient norm; it
+shows the largest gradient norm flowing through its ops instead, in italics.
+
 The check box of a module says whether it is expanded in the graph; toggling it
 asks the window to expand or collapse it. Clicking a row selects and centres it.
 """
 from __future__ import annotations
 
 from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QColor, QPixmap, QStandardItem, QStandardItemModel
+import math
+
+from PySide6.QtGui import QColor, QFont, QPixmap, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
 from gradviz.app.formatting import count, num
+from gradviz.core.modules import prefixes
 
 PATH_ROLE = Qt.UserRole + 1
 COLUMNS = ["module", "type", "params", "grad norm"]
+THROUGH_TIP = "largest gradient through its ops (the module has no parameters)"
+
+
+def largest_op_norms(graph) -> dict[str, float]:
+    """Module path -> the largest ``grad_norm`` of the op nodes in it or its sub-modules
+    (NaN when one is NaN, else Inf when one is infinite). Modules with no op gradient are absent."""
+    out: dict[str, float] = {}
+    if graph is None:
+        return out
+    for _, attrs in graph.nodes(data=True):
+        value = attrs.get("grad_norm")
+        if attrs.get("kind") != "op" or value is None:
+            continue
+        for path in prefixes(attrs.get("module") or ""):
+            old = out.get(path)
+            if old is None or math.isnan(value) or (not math.isnan(old) and value > old):
+                out[path] = value
+    return out
 
 
 class OutlinePanel(QWidget):
@@ -58,14 +82,23 @@ class OutlinePanel(QWidget):
         self._updating = False
         self.model.itemChanged.connect(self._changed)
 
-    def set_modules(self, modules: dict[str, dict], expanded: set[str], scale=None) -> None:
-        """Rebuild from ``graph.graph['modules']``; ``scale`` (a ``LogColorScale``) paints the swatches."""
+    def set_modules(self, modules: dict[str, dict], expanded: set[str], scale=None, graph=None) -> None:
+        """Rebuild from ``graph.graph['modules']``; ``scale`` (a ``LogColorScale``) paints the swatches;
+        ``graph`` (the full traced graph) gives modules without parameters their largest op gradient."""
         self._updating = True
         self.tree.setUpdatesEnabled(False)
+        through = largest_op_norms(graph)
+        norms: dict[str, float | None] = {}
+        derived: set[str] = set()
+        for path, info in modules.items():
+            norms[path] = info.get("grad_norm")
+            if norms[path] is None and not info.get("numel") and path in through:
+                norms[path] = through[path]
+                derived.add(path)
         colors = {}
         if scale is not None:
             paths = list(modules)
-            rgb = scale.colors_for([modules[p].get("grad_norm") for p in paths])
+            rgb = scale.colors_for([norms[p] for p in paths])
             colors = {p: tuple(int(c) for c in rgb[i]) for i, p in enumerate(paths)}
         self.model.removeRows(0, self.model.rowCount())
         self._items = {}
@@ -73,6 +106,8 @@ class OutlinePanel(QWidget):
         for path, info in modules.items():
             children.setdefault(info.get("parent"), []).append(path)
         swatches: dict[tuple, QPixmap] = {}
+        italic = QFont(self.tree.font())
+        italic.setItalic(True)
 
         def swatch(rgb) -> QPixmap:
             if rgb not in swatches:
@@ -91,8 +126,10 @@ class OutlinePanel(QWidget):
                 first.setCheckable(True)
                 first.setCheckState(Qt.Checked if path in expanded else Qt.Unchecked)
                 first.setToolTip((path or "") + "\nchecked: expanded in the graph")
-            norm = info.get("grad_norm")
-            norm_item = QStandardItem(num(norm))
+            norm_item = QStandardItem(num(norms[path]))
+            if path in derived:
+                norm_item.setFont(italic)
+                norm_item.setToolTip(THROUGH_TIP)
             if path in colors:
                 norm_item.setData(swatch(colors[path]), Qt.DecorationRole)
             norm_item.setData(Qt.AlignRight | Qt.AlignVCenter, Qt.TextAlignmentRole)
