@@ -42,6 +42,8 @@ class GraphView(QGraphicsView):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.bottom_margin = 0   # pixels covered by the legend overlay: Fit keeps the graph above it
+        self.fitted = False      # the view is as Fit left it: a resize fits again
+        self._own_scroll = 0     # >0 while the view moves itself (fit, resize): not a user pan
         self._placeholder = QLabel(self)
         self._placeholder.setAlignment(Qt.AlignCenter)
         self._placeholder.setWordWrap(True)
@@ -61,6 +63,8 @@ class GraphView(QGraphicsView):
         return self.transform().m11()
 
     def set_scale(self, scale: float, anchor: QPointF | None = None) -> None:
+        if not self._own_scroll:
+            self.fitted = False
         scale = min(max(scale, MIN_SCALE), MAX_SCALE)
         factor = scale / self.scale_factor()
         if abs(factor - 1.0) < 1e-9:
@@ -93,7 +97,16 @@ class GraphView(QGraphicsView):
         self.set_scale(1.0)
 
     def fit(self) -> None:
-        """Whole graph in view; a very tall graph fits its width and starts at the top."""
+        """Whole graph in view above the legend; a very tall graph fits its width and shows
+        its bottom (the loss). The view stays fitted through resizes until the user moves it."""
+        self._own_scroll += 1
+        try:
+            self._fit()
+        finally:
+            self._own_scroll -= 1
+        self.fitted = True
+
+    def _fit(self) -> None:
         scene = self.scene()
         rect = scene.graph_rect() if hasattr(scene, "graph_rect") else scene.itemsBoundingRect()
         if rect.isEmpty():
@@ -141,6 +154,11 @@ class GraphView(QGraphicsView):
             self.setSceneRect(target)
             self.centerOn(centre)
 
+    def scrollContentsBy(self, dx: int, dy: int) -> None:
+        super().scrollContentsBy(dx, dy)
+        if not self._own_scroll:
+            self.fitted = False    # panned (drag, overview map, centring on a node...)
+
     def _update_hints(self) -> None:
         far = self.scale_factor() < ANTIALIAS_ABOVE
         self.setRenderHint(QPainter.Antialiasing, not far)
@@ -170,6 +188,7 @@ class GraphView(QGraphicsView):
     # -- helpers -------------------------------------------------------------
     def center_on_rect(self, rect: QRectF, zoom_in: bool = True) -> None:
         """Centre on ``rect``; zoom in to a readable scale when it is tiny on screen."""
+        self.fitted = False
         if zoom_in and self.scale_factor() < 0.5:
             self.set_scale(0.8)
         self.centerOn(rect.center())
@@ -192,7 +211,13 @@ class GraphView(QGraphicsView):
         self._placeholder.setGeometry(r.adjusted(40, 40, -40, -40))
 
     def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        self.update_canvas()
+        self._own_scroll += 1
+        try:
+            super().resizeEvent(event)
+            self.update_canvas()
+        finally:
+            self._own_scroll -= 1
         self._place_placeholder()
-        self.viewportMoved.emit()
+        self.viewportMoved.emit()   # the window places the legend: bottom_margin is current now
+        if self.fitted:
+            self.fit()
