@@ -13,6 +13,8 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
+from gradviz.app.formatting import alarm_css
+from gradviz.app.scene_api import palette_theme
 from gradviz.app.source_link import LocationLabel
 
 
@@ -50,7 +52,7 @@ class ErrorPanel(QWidget):
         mono = QFontDatabase.systemFont(QFontDatabase.FixedFont)
         self.title = QLabel()
         self.title.setObjectName("errorTitle")
-        self.title.setStyleSheet("font-weight: 600; color: #d32f2f;")
+        self.title.setStyleSheet(alarm_css(palette_theme(self.palette())))
         self.message = QLabel()
         self.message.setWordWrap(True)
         self.message.setTextInteractionFlags(Qt.TextSelectableByMouse)

@@ -46,3 +46,11 @@ def seconds(value: float | None) -> str:
     if value is None:
         return "—"
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.2f} s"
+
+
+ALARM_COLORS = {"light": "#d32f2f", "dark": "#ff6b6b"}   # red text readable on either window colour
+
+
+def alarm_css(theme: str) -> str:
+    """Style sheet for alarming text (errors, NaN/Inf counts) on a 'light' or 'dark' window."""
+    return f"color: {ALARM_COLORS.get(theme, ALARM_COLORS['light'])}; font-weight: 600;"

@@ -8,8 +8,9 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QFrame, QGroupBox, QHeaderView, QLabel,
                                QScrollArea, QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from gradviz.app.formatting import count, num, shape
+from gradviz.app.formatting import alarm_css, count, num, shape
 from gradviz.app.histogram import Histogram
+from gradviz.app.scene_api import palette_theme
 from gradviz.app.source_link import LocationLabel
 
 STAT_ROWS = (("norm", "norm"), ("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
@@ -197,7 +198,7 @@ class InspectorPanel(QScrollArea):
                   + (" …" if len(missing) > 4 else ""))
         if bad:
             w = g.add("NaN / Inf", ", ".join(bad[:4]) + (" …" if len(bad) > 4 else ""))
-            w.setStyleSheet("color: #d32f2f; font-weight: 600;")
+            w.setStyleSheet(alarm_css(palette_theme(self.palette())))
         finite = sorted(((v, name) for v, name in params if v is not None and math.isfinite(v)), reverse=True)
         if finite:
             g.add("largest", "\n".join(f"{num(v)}   {name}" for v, name in finite[:3]))
@@ -227,7 +228,7 @@ class InspectorPanel(QScrollArea):
                 text = f"{num(value)}  ({value * 100:.1f} %)"
             w = section.add(label, text, key=f"{prefix} {key}")
             if key in ("nan", "inf") and value:
-                w.setStyleSheet("color: #d32f2f; font-weight: 600;")
+                w.setStyleSheet(alarm_css(palette_theme(self.palette())))
 
     def _show_group(self, nid: str, attrs: dict, graph) -> None:
         self.subtitle.setText("module group · double-click to expand")
