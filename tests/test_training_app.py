@@ -35,6 +35,7 @@ def win(qtbot, tmp_path):
     from gradviz.app.training import install
 
     panel = install(w)
+    panel.actions["show"].trigger()               # the Training docks, as Run > Start would show them
     with qtbot.waitSignal(w.graphShown, timeout=WAIT_MS):
         w.open_script(MLP)
     yield w

@@ -72,6 +72,7 @@ class StepStats:
         self.names: list[str] = [n for n, _ in pairs]
         self.params: list[torch.Tensor] = [p for _, p in pairs]
         self.track_updates = track_updates
+        self._updates_now = track_updates
         self.n = len(self.params)
         devices = {p.device for p in self.params}
         self.device = next(iter(devices)) if len(devices) == 1 else (
@@ -101,6 +102,10 @@ class StepStats:
         self._np_tmp = [np.empty(n_, dtype=np.float32 if p.dtype == torch.float32 else np.float64)
                         for n_, p in zip(sizes, self.params)] if self._numpy else []
         self._host_sq: list = []
+        self._all_true = np.ones(self.n, dtype=bool)          # shared, read-only
+        self._all_true.flags.writeable = False
+        self._all_nan = np.full(self.n, _NAN)
+        self._all_nan.flags.writeable = False
 
     # -- the step ---------------------------------------------------------
     def begin(self) -> None:
@@ -111,8 +116,7 @@ class StepStats:
         self._have_delta = False
         self._max_norm = None
 
-    @torch.no_grad()
-    def grads_ready(self, max_norm: float | None = None) -> torch.Tensor | None:
+    def grads_ready(self, max_norm: float | None = None, updates: bool = True) -> torch.Tensor | None:
         """Call after backward (and after ``GradScaler.unscale_``), before ``optimizer.step()``.
 
         Computes every gradient norm and every weight norm in one foreach kernel,
@@ -120,16 +124,25 @@ class StepStats:
         coefficient ``max_norm / (total + 1e-6)`` clamped to 1, applied with
         ``clip_grads_with_norm_``) and snapshots the weights. Returns the pre-clip
         global norm as a device tensor when clipping (else None: no extra kernel).
+        ``updates=False`` skips the update ratios for this step (NaN in the row).
         """
+        self._updates_now = self.track_updates and updates
         params = self.params
-        key = tuple(p.grad is not None for p in params)
+        grads = [p.grad for p in params]
+        key = tuple(i for i, g in enumerate(grads) if g is None)      # usually (): every grad there
         if key != self._present_key:
             self._present_key = key
-            self._present = [i for i, has in enumerate(key) if has]
-        grads = [params[i].grad for i in self._present]
+            self._present = [i for i, g in enumerate(grads) if g is not None]
+        if key:
+            grads = [g for g in grads if g is not None]
         self._n_grads = len(grads)
         if self._numpy:
             return self._grads_ready_numpy(grads, max_norm)
+        with torch.no_grad():
+            return self._grads_ready_torch(grads, max_norm)
+
+    def _grads_ready_torch(self, grads: list[torch.Tensor], max_norm: float | None) -> torch.Tensor | None:
+        params = self.params
         norms = torch._foreach_norm(grads + params) if (grads or params) else []
         self._pending = list(norms)
         total = None
@@ -137,27 +150,29 @@ class StepStats:
             total = torch.linalg.vector_norm(torch.stack(self._same(norms[:len(grads)])))
             clip_grads_with_norm_([params[i] for i in self._present], max_norm, total, foreach=None)
             self._max_norm = float(max_norm)
-        if self.track_updates and params:
+        if self._updates_now and params:
             if self._snapshot is None:
                 self._snapshot = [p.detach().clone() for p in params]
             else:
                 torch._foreach_copy_(self._snapshot, params)
         return total
 
-    @torch.no_grad()
     def after_update(self) -> None:
         """Call after ``optimizer.step()``: the per-parameter norms of the update."""
         if self._numpy:
             self._after_update_numpy()
             return
-        if not self.track_updates or self._snapshot is None:
+        if not self._updates_now or self._snapshot is None:
             return
-        deltas = torch._foreach_sub(self._snapshot, self.params)   # snapshot stays intact (restore_weights)
-        self._pending.extend(torch._foreach_norm(deltas))
+        with torch.no_grad():
+            deltas = torch._foreach_sub(self._snapshot, self.params)   # snapshot stays intact (restore_weights)
+            self._pending.extend(torch._foreach_norm(deltas))
         self._have_delta = True
 
     def finish(self, loss: Any, lr: float | None = None) -> dict:
         """The step's row: one host copy of everything computed on the device."""
+        if self._numpy:
+            return self._finish_numpy(loss, lr)
         parts = list(self._pending)
         host_loss = None
         if self._numpy:
@@ -226,6 +241,8 @@ class StepStats:
         Only possible between ``grads_ready`` and the next step, with updates tracked;
         returns False when there is nothing to restore.
         """
+        if not self._updates_now:
+            return False                  # this step took no snapshot
         if self._numpy and self._np_snapshot is not None:
             for view, saved in zip(self._param_views(), self._np_snapshot):
                 np.copyto(view, saved)
@@ -253,7 +270,8 @@ class StepStats:
         views = self._param_views()
         dot = np.dot
         sq = [dot(g, g) for g in map(_flat, grads)]
-        sq += [dot(v, v) for v in views]
+        if self._updates_now:                  # weight norms are only needed for the ratios
+            sq += [dot(v, v) for v in views]
         self._host_sq = sq
         total = None
         if max_norm is not None and grads:
@@ -261,7 +279,7 @@ class StepStats:
             total = torch.tensor(total_f, dtype=torch.float32)
             clip_grads_with_norm_([self.params[i] for i in self._present], max_norm, total, foreach=None)
             self._max_norm = float(max_norm)
-        if self.track_updates:
+        if self._updates_now:
             snap = self._np_snapshot
             if snap is None:
                 self._np_snapshot = [v.copy() for v in views]
@@ -273,7 +291,7 @@ class StepStats:
 
     def _after_update_numpy(self) -> None:
         snap = self._np_snapshot
-        if not self.track_updates or snap is None:
+        if not self._updates_now or snap is None:
             return
         dot, subtract = np.dot, np.subtract
         sq = self._host_sq
@@ -281,6 +299,47 @@ class StepStats:
             subtract(d, v, out=t)
             sq.append(dot(t, t))
         self._have_delta = True
+
+    def _finish_numpy(self, loss: Any, lr: float | None) -> dict:
+        # the same row as finish(), with as few numpy calls as possible (this runs every step)
+        if isinstance(loss, torch.Tensor):
+            loss_value = loss.item()
+        else:
+            loss_value = _NAN if loss is None else float(loss)
+        sq = self._host_sq
+        g, n = self._n_grads, self.n
+        total_sq = math.fsum(sq[:g]) if g else 0.0
+        values = np.sqrt(np.array(sq, dtype=np.float64))
+        if g == n:
+            param_norms = values[:n]
+            has_grad = self._all_true
+        else:
+            param_norms = np.full(n, _NAN)
+            has_grad = np.zeros(n, dtype=bool)
+            if g:
+                idx = self._present
+                param_norms[idx] = values[:g]
+                has_grad[idx] = True
+        if self._have_delta:
+            weight_norms = values[g:g + n]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratios = values[g + n:] / weight_norms
+        else:
+            weight_norms = ratios = self._all_nan          # not measured this step
+        if math.isfinite(total_sq):
+            total, nonfinite = math.sqrt(total_sq), 0
+        else:
+            total = float(np.linalg.norm(values[:g]))
+            nonfinite = int(np.count_nonzero(~np.isfinite(values[:g])))
+        clipped = total
+        if self._max_norm is not None and math.isfinite(total):
+            clipped = total * min(1.0, self._max_norm / (total + 1e-6))
+        return {
+            "loss": loss_value, "grad_norm": total, "grad_norm_clipped": clipped, "param_norms": param_norms,
+            "has_grad": has_grad, "weight_norms": weight_norms, "update_ratios": ratios,
+            "lr": _NAN if lr is None else float(lr), "step_time": time.perf_counter() - self._t0,
+            "nonfinite": nonfinite,
+        }
 
     # -- helpers ----------------------------------------------------------
     def _same(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from gradviz.core.nodenorms import NodeNormSampler, prepare_inputs
-from gradviz.core.script import ModelScript, ScriptError, error_from_exception, load_script
+from gradviz.core.script import ModelScript, ScriptError, check_loss, error_from_exception, load_script
 from gradviz.core.stepstats import StepStats
 
 __all__ = ["TrainConfig", "Trainer", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
@@ -35,6 +35,7 @@ __all__ = ["TrainConfig", "Trainer", "NonFiniteLossError", "OPTIMIZERS", "SCHEDU
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 SCHEDULES = ("constant", "step", "cosine")
 DEFAULT_LR = {"sgd": 0.01, "sgd-momentum": 0.01, "adam": 1e-3, "adamw": 1e-3}
+UPDATE_BUDGET = 0.03          # auto update-ratio cadence: at most this fraction of the step time
 
 
 @dataclass
@@ -58,6 +59,9 @@ class TrainConfig:
     node_sample_every: int | None = None    # ... or every N steps (overrides the interval)
     seed: int | None = 0                    # torch.manual_seed before building the model
     track_updates: bool = True              # update-to-weight ratios (one copy of the weights)
+    # measure the update ratios every N steps; None = auto: as often as keeps their cost under
+    # UPDATE_BUDGET of the step time (every step unless the model is tiny); other steps -> NaN
+    update_ratio_every: int | None = None
     momentum: float = 0.9                   # sgd-momentum
     weight_decay: float = 0.01              # adamw
     # filled in by the diagnosis engine: (trainer, step, loss_value, inputs, targets) -> str | None,
@@ -167,7 +171,13 @@ class Trainer:
         self.step_index = 0
         self._last_sample = -math.inf
         self._non_blocking = self.device.type == "cuda"
+        self._check_early = self.device.type == "cpu"
+        self._on_cpu = self.device.type == "cpu"
+        self._loss_where = self.script.loss_site()
         self._ones: dict[tuple, torch.Tensor] = {}
+        self._update_cost = 0.0        # EMA of the seconds spent on update ratios (tracked steps)
+        self._step_cost = 0.0          # EMA of the step time
+        self._update_every = 1
         self._apply_schedule(0)
 
     def _make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
@@ -215,6 +225,9 @@ class Trainer:
     # -- the step ---------------------------------------------------------
     def batch(self, index: int) -> tuple[tuple, Any]:
         inputs, targets = self.script.get_batch(index)
+        if self._on_cpu and isinstance(targets, torch.Tensor) and all(
+                isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in inputs) and targets.device.type == "cpu":
+            return inputs, targets          # the common CPU case: nothing to move
         nb = self._non_blocking
         return _to(inputs, self.device, nb), _to(targets, self.device, nb)
 
@@ -271,20 +284,30 @@ class Trainer:
                     raw = self.script.compute_loss(model, inputs, targets)
             else:
                 raw = self.script.compute_loss(model, inputs, targets)
-            loss = self.script.check_loss(raw)
+            loss = check_loss(raw, *self._loss_where)
             grad = self._root_grad(loss, k)
             if sampled:
                 node_norms = self.sampler.sample(loss, lambda: self._backward(loss, grad), inputs,
                                                  unscale=grad, params=False)
             else:
                 self._backward(loss, grad)
-            detached = loss.detach()
-            loss_sum = detached if loss_sum is None else loss_sum + detached
+            if k == 1:
+                loss_sum = loss          # its graph is freed by backward; only the value is read
+            else:
+                detached = loss.detach()
+                loss_sum = detached if loss_sum is None else loss_sum + detached
         del loss, raw, inputs, targets
+        if self._check_early:
+            # on the CPU the value is at hand: stop before the update touches the weights
+            value = loss_sum.item() / k
+            if not math.isfinite(value):
+                self._raise_nonfinite(s, value)
+            loss_sum = value
+        updates = self._updates_this_step(s)
         try:
             if self.scaler is not None:
                 self.scaler.unscale_(opt)
-            stats.grads_ready(cfg.max_grad_norm)
+            stats.grads_ready(cfg.max_grad_norm, updates)
             if self.scaler is not None:
                 self.scaler.step(opt)
                 self.scaler.update()
@@ -295,10 +318,19 @@ class Trainer:
             raise error_from_exception(exc, "the optimizer step failed", "script-error",
                                        None if fn is None else (fn.__code__.co_filename, fn.__code__.co_firstlineno)
                                        if hasattr(fn, "__code__") else None) from None
-        stats.after_update()
+        if updates:
+            t_a = time.perf_counter()
+            stats.after_update()
+            # cost of the ratios: the snapshot inside grads_ready is ~ the work of after_update, and
+            # the extra memory traffic slows the next kernels about as much again (measured in
+            # benchmarks/bench_training.py): count 3x what after_update takes
+            spent = 3 * (time.perf_counter() - t_a)
+            self._update_cost = spent if not self._update_cost else 0.9 * self._update_cost + 0.1 * spent
         lr = opt.param_groups[0]["lr"]
-        row = stats.finish(loss_sum / k if k > 1 else loss_sum, lr)
+        row = stats.finish(loss_sum / k if (k > 1 and not self._check_early) else loss_sum, lr)
         row["step"] = s
+        st = row["step_time"]
+        self._step_cost = st if not self._step_cost else 0.9 * self._step_cost + 0.1 * st
         if not math.isfinite(row["loss"]):
             stats.restore_weights()        # the model stays as it was before the bad update
             self._raise_nonfinite(s, row["loss"])
@@ -311,6 +343,14 @@ class Trainer:
                 node_norms[f"param:{name}"] = value if has else None
         row["node_norms"] = node_norms
         return row
+
+    def _updates_this_step(self, s: int) -> bool:
+        every = self.config.update_ratio_every
+        if every is None:
+            if s % 50 == 0 and self._step_cost > 0:        # re-plan now and then
+                self._update_every = max(1, math.ceil(self._update_cost / (UPDATE_BUDGET * self._step_cost)))
+            every = self._update_every
+        return every > 0 and s % every == 0
 
     def _raise_nonfinite(self, s: int, loss: float) -> None:
         diagnosis = None

@@ -9,6 +9,7 @@ color)`` makes one parameter's curves thick, on top, in the given colour.
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -21,6 +22,7 @@ import pyqtgraph as pg
 from gradviz.app.training.history import History
 
 MAX_HZ = 30
+MAX_INTERVAL_MS = 1000
 DEFAULT_VISIBLE = 12          # parameters shown at first (the rest can be ticked in the list)
 
 
@@ -45,7 +47,8 @@ class _Plot(pg.PlotWidget):
         self.setBackground(None)
         item = self.getPlotItem()
         item.setTitle(title, size="9pt")
-        item.showGrid(x=True, y=True, alpha=0.2)
+        # no grid: pyqtgraph replays the axes (with their grid lines) as QPictures on every paint,
+        # which dominated the redraw cost
         item.setLogMode(x=False, y=log_y)
         item.setClipToView(True)
         item.setDownsampling(auto=True, mode="peak")
@@ -104,11 +107,11 @@ class TrainingPlots(QWidget):
         self.plots = [self.loss_plot, self.norm_plot, self.param_plot, self.ratio_plot, self.lr_plot]
         for p in self.plots[1:]:
             p.setXLink(self.loss_plot)
-        self.loss_curve = self.loss_plot.plot(pen=pg.mkPen((40, 110, 200), width=1.5))
-        self.pre_curve = self.norm_plot.plot(pen=pg.mkPen((200, 90, 40), width=1.5), name="pre-clip")
-        self.post_curve = self.norm_plot.plot(pen=pg.mkPen((40, 150, 90), width=1.2, style=Qt.DashLine),
+        self.loss_curve = self.loss_plot.plot(pen=pg.mkPen((40, 110, 200), width=1))
+        self.pre_curve = self.norm_plot.plot(pen=pg.mkPen((200, 90, 40), width=1), name="pre-clip")
+        self.post_curve = self.norm_plot.plot(pen=pg.mkPen((40, 150, 90), width=1, style=Qt.DashLine),
                                               name="post-clip")
-        self.lr_curve = self.lr_plot.plot(pen=pg.mkPen((130, 80, 180), width=1.5))
+        self.lr_curve = self.lr_plot.plot(pen=pg.mkPen((130, 80, 180), width=1))
         self.param_curves: dict[str, pg.PlotDataItem] = {}
         self.ratio_curves: dict[str, pg.PlotDataItem] = {}
         self.loss_plot.describe = self._describe(lambda i: f"loss {_fmt(self._col('loss')[i])}")
@@ -143,8 +146,10 @@ class TrainingPlots(QWidget):
         outer.addWidget(split, 1)
         outer.addWidget(side)
 
+        self.last_cost = 0.0
+        self._min_interval = max(1, int(1000 / max_hz))
         self.timer = QTimer(self)
-        self.timer.setInterval(max(1, int(1000 / max_hz)))
+        self.timer.setInterval(self._min_interval)
         self.timer.timeout.connect(self.refresh)
         self.timer.start()
 
@@ -166,7 +171,7 @@ class TrainingPlots(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for name, color in zip(self.names, self.colors):
-            pen = pg.mkPen(color, width=1.2)
+            pen = pg.mkPen(color, width=1)
             pc = self.param_plot.plot(pen=pen)
             rc = self.ratio_plot.plot(pen=pen)
             pc.setVisible(name in self.visible)
@@ -212,7 +217,7 @@ class TrainingPlots(QWidget):
         if prev in self.param_curves and prev != name:
             i = self.names.index(prev)
             for c in (self.param_curves[prev], self.ratio_curves[prev]):
-                c.setPen(pg.mkPen(self.colors[i], width=1.2))
+                c.setPen(pg.mkPen(self.colors[i], width=1))
                 c.setZValue(0)
             self.set_visible(prev, prev in self.visible)
         self.highlighted = name
@@ -237,8 +242,9 @@ class TrainingPlots(QWidget):
     def refresh(self, force: bool = False) -> None:
         """Pull from the history when it changed (called by the timer)."""
         h = self.history
-        if not force and h.version == self._drawn:
+        if not force and (h.version == self._drawn or not self.isVisible()):
             return
+        start = time.perf_counter()
         self._drawn = h.version
         self.redraws += 1
         x = h.column("step")
@@ -249,6 +255,17 @@ class TrainingPlots(QWidget):
         shown = self.visible | ({self.highlighted} if self.highlighted in self.param_curves else set())
         for name in shown:
             self._draw_param(name, x)
+        if self.isVisible():
+            for p in self.plots:              # paint now, so the cost is measured (and not queued twice)
+                p.viewport().repaint()
+        self._adapt(time.perf_counter() - start)
+
+    def _adapt(self, cost: float) -> None:
+        """Redraw less often when drawing is expensive: plots use at most ~1/5 of the GUI thread."""
+        self.last_cost = cost
+        interval = int(min(MAX_INTERVAL_MS, max(self._min_interval, 5000 * cost)))
+        if abs(interval - self.timer.interval()) > 5:
+            self.timer.setInterval(interval)
 
     def _draw_param(self, name: str, x: np.ndarray | None = None) -> None:
         h = self.history

@@ -8,6 +8,7 @@ batched: rows are accumulated and emitted at most ``EMIT_HZ`` times a second.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 import traceback
@@ -34,6 +35,21 @@ def rows_to_columns(rows: list[dict]) -> dict:
     out["update_ratios"] = np.stack([r["update_ratios"] for r in rows]).astype(np.float32, copy=False)
     out["nonfinite"] = np.fromiter((r["nonfinite"] for r in rows), dtype=np.int64, count=len(rows))
     return out
+
+
+def _lower_priority(niceness: int = 5) -> None:
+    """Make this (training) thread yield the CPU to the GUI thread when cores are busy.
+
+    Linux lets one thread change its own nice value; elsewhere this does nothing."""
+    if NICENESS is None:
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + NICENESS)
+    except (AttributeError, OSError):
+        pass
+
+
+NICENESS: int | None = None   # off: a niced thread preempted while holding the GIL stalls the GUI
 
 
 class TrainingWorker(QThread):
@@ -132,6 +148,7 @@ class TrainingWorker(QThread):
                 self.state = state
                 self.stateChanged.emit(state)
 
+        _lower_priority()
         try:
             trainer = Trainer(self.script_path, self.config)
             self.ready.emit({"names": list(trainer.names), "device": str(trainer.device), "step": 0})
@@ -184,6 +201,7 @@ class TrainingWorker(QThread):
                         self.metricsReady.emit(metrics)
                 if self.max_steps is not None and trainer.step_index >= self.max_steps:
                     break
+                pass
             flush()
             if trainer is not None:
                 metrics = trainer.evaluate()
