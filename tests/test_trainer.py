@@ -8,6 +8,7 @@ import sys
 import textwrap
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -116,7 +117,7 @@ def test_zero_grad_off_accumulates(tmp_path):
 
 def test_param_norms_and_update_ratios(tmp_path):
     script = tiny(tmp_path)
-    tr = Trainer(script, cfg(optimizer="adam", lr=0.01))
+    tr = Trainer(script, cfg(optimizer="adam", lr=0.01, update_ratio_every=1))
     tr.step()
     before = {n: p.detach().clone() for n, p in tr.model.named_parameters()}
     row = tr.step()
@@ -144,6 +145,13 @@ def test_node_norms_equal_trace_ids():
     assert tr.step()["node_norms"] is not None
     tr.config.node_sample_every = 5
     assert tr.step()["node_norms"] is None
+
+
+def test_update_ratio_cadence(tmp_path):
+    tr = Trainer(tiny(tmp_path), cfg(update_ratio_every=3))
+    rows = [tr.step() for _ in range(6)]
+    measured = [not np.all(np.isnan(r["update_ratios"])) for r in rows]
+    assert measured == [True, False, False, True, False, False]
 
 
 def test_schedules():

@@ -35,10 +35,23 @@ def _backward(m, seed=1):
     return loss
 
 
-def test_stepstats_norms_updates_and_loss():
+@pytest.fixture(params=["numpy", "torch"])
+def path(request):
+    """StepStats has a CPU fast path (numpy views) and the device path (torch foreach + one copy)."""
+    return request.param
+
+
+def _stats(m, path, **kw):
+    st = StepStats(m.named_parameters(), **kw)
+    if path == "torch":
+        st._numpy = False
+    return st
+
+
+def test_stepstats_norms_updates_and_loss(path):
     m = _net()
     opt = torch.optim.Adam(m.parameters(), lr=0.01)
-    st = StepStats(m.named_parameters())
+    st = _stats(m, path)
     st.begin()
     loss = _backward(m)
     expected = {n: p.grad.norm().item() for n, p in m.named_parameters() if p.grad is not None}
@@ -64,12 +77,12 @@ def test_stepstats_norms_updates_and_loss():
     assert row["lr"] == 0.01 and row["nonfinite"] == 0 and row["step_time"] > 0
 
 
-def test_stepstats_clipping_matches_clip_grad_norm():
+def test_stepstats_clipping_matches_clip_grad_norm(path):
     ref = _net()
     _backward(ref)
     expected_total = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.05).item()
     m = _net()
-    st = StepStats(m.named_parameters())
+    st = _stats(m, path)
     st.begin()
     loss = _backward(m)
     st.grads_ready(max_norm=0.05)
@@ -84,10 +97,24 @@ def test_stepstats_clipping_matches_clip_grad_norm():
     assert math.isnan(row["update_ratios"][0])          # no after_update: not measured
 
 
-def test_stepstats_nonfinite_and_restore():
+def test_stepstats_skip_updates(path):
     m = _net()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
-    st = StepStats(m.named_parameters())
+    st = _stats(m, path)
+    st.begin()
+    loss = _backward(m)
+    st.grads_ready(updates=False)
+    opt.step()
+    st.after_update()
+    row = st.finish(loss)
+    assert np.all(np.isnan(row["update_ratios"])) and row["grad_norm"] > 0
+    assert not st.restore_weights()
+
+
+def test_stepstats_nonfinite_and_restore(path):
+    m = _net()
+    opt = torch.optim.SGD(m.parameters(), lr=0.1)
+    st = _stats(m, path)
     st.begin()
     loss = _backward(m)
     m[0].weight.grad[0, 0] = float("nan")

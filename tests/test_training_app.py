@@ -83,7 +83,7 @@ def test_start_pause_resume_stop(qtbot, win):
 def test_selected_parameter_curve_is_highlighted(qtbot, win):
     panel = win.training_panel
     panel.step()
-    qtbot.waitUntil(lambda: len(panel.plots.param_curves) > 0, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: len(panel.plots.param_curves) > 0 and len(panel.history) == 1, timeout=WAIT_MS)
     win.select_nodes(["param:fc2.weight"])
     plots = panel.plots
     assert plots.highlighted == "fc2.weight"
@@ -96,6 +96,9 @@ def test_selected_parameter_curve_is_highlighted(qtbot, win):
         assert curve.opts["pen"].color().rgb() == want.rgb()
     win.select_nodes(["op:3"])
     assert plots.highlighted is None and curve.opts["pen"].widthF() < 2
+    # hovering: the label text at a step
+    text, step = plots.loss_plot.describe(0.2)
+    assert step == 0 and text.startswith("step 0") and "loss" in text
     # toggling a curve from the list
     plots.set_visible("fc1.bias", False)
     assert not plots.param_curves["fc1.bias"].isVisible()
