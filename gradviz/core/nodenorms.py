@@ -4,9 +4,9 @@
 node that reduces the incoming gradient to its L2 norm *on the device* (a 0-d
 tensor; the gradient itself is not kept), runs the backward you give it, removes
 every hook in a ``finally`` and stacks the norms into one tensor copied to the host
-once. Node ids are those of ``gradviz.core.trace`` (``node_ids_for`` below is the
-same numbering as ``trace.build_graph``): ``op:<k>`` (k = place in ``walk()``'s
-node list), ``param:<name>``, ``input:<i>``, ``leaf:<k>``, and ``loss``.
+once. Node ids are those of ``gradviz.core.trace`` (both use ``walk.node_ids_for``):
+``op:<k>`` (k = place in ``walk()``'s node list), ``param:<name>``, ``input:<i>``,
+``leaf:<k>``, and ``loss``.
 
 To get the same ids as a trace of the same script, the float inputs must require
 grad as ``trace`` makes them (``TraceOptions.input_grads``): see ``prepare_inputs``.
@@ -21,37 +21,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from gradviz.core.walk import is_leaf, walk
+from gradviz.core.walk import node_ids_for, root_ids, walk  # noqa: F401  (re-exported)
 
 __all__ = ["NodeNormSampler", "node_ids_for", "root_ids", "prepare_inputs"]
-
-
-def node_ids_for(nodes: Sequence[Any], param_names: dict[int, str], input_names: dict[int, int]) -> list[str]:
-    """The trace id of each autograd node, ``nodes`` being ``walk()``'s node list.
-
-    ``param_names``: ``id(parameter) -> qualified name``; ``input_names``:
-    ``id(input tensor) -> index``. Same scheme as ``gradviz.core.trace.build_graph``.
-    """
-    ids: list[str] = []
-    leaf_count = 0
-    for k, fn in enumerate(nodes):
-        if is_leaf(fn):
-            var = fn.variable
-            if id(var) in param_names:
-                ids.append(f"param:{param_names[id(var)]}")
-            elif id(var) in input_names:
-                ids.append(f"input:{input_names[id(var)]}")
-            else:
-                ids.append(f"leaf:{leaf_count}")
-                leaf_count += 1
-        else:
-            ids.append(f"op:{k}")
-    return ids
-
-
-def root_ids(n_roots: int) -> list[str]:
-    """``['loss']`` for one root, ``['loss0', 'loss1', ...]`` for several (as ``trace``)."""
-    return ["loss"] if n_roots == 1 else [f"loss{i}" for i in range(n_roots)]
 
 
 def prepare_inputs(inputs: Sequence[Any]) -> tuple[Any, ...]:

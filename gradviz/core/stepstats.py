@@ -320,12 +320,12 @@ class StepStats:
                 idx = self._present
                 param_norms[idx] = values[:g]
                 has_grad[idx] = True
+        weight_norms = values[g:g + n] if len(values) >= g + n else self._all_nan
         if self._have_delta:
-            weight_norms = values[g:g + n]
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratios = values[g + n:] / weight_norms
         else:
-            weight_norms = ratios = self._all_nan          # not measured this step
+            ratios = self._all_nan          # not measured this step
         if math.isfinite(total_sq):
             total, nonfinite = math.sqrt(total_sq), 0
         else:
