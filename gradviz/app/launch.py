@@ -88,13 +88,7 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
     if screenshot:
         window.resize(width, height)
         return _screenshot(app, window, path, screenshot, hook)
-    geometry = window.settings.value("window/geometry")
-    if geometry is not None:
-        window.restoreGeometry(geometry)
-        state = window.settings.value("window/state")
-        if state is not None:
-            window.restoreState(state)
-    else:
+    if not window.restore_layout():
         window.resize(width, height)
     window.show()
     if path is not None:

@@ -237,8 +237,23 @@ class MainWindow(QMainWindow):
         """Stop the worker threads; False when a job is still running after ``wait_ms``."""
         return self.sync.shutdown(wait_ms)
 
-    def closeEvent(self, event) -> None:
+    def save_layout(self) -> None:
+        """Window geometry and dock layout into the settings (done on close)."""
         self.settings.setValue("window/geometry", self.saveGeometry())
         self.settings.setValue("window/state", self.saveState())
+
+    def restore_layout(self) -> bool:
+        """Geometry and dock layout from the last session; False when there is none."""
+        geometry = self.settings.value("window/geometry")
+        if geometry is None:
+            return False
+        self.restoreGeometry(geometry)
+        state = self.settings.value("window/state")
+        if state is not None:
+            self.restoreState(state)
+        return True
+
+    def closeEvent(self, event) -> None:
+        self.save_layout()
         self.shutdown()
         super().closeEvent(event)
