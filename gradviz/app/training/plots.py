@@ -14,7 +14,7 @@ import time
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QIcon, QPixmap
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton, QSplitter,
+from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton,
                                QVBoxLayout, QWidget)
 
 import pyqtgraph as pg
@@ -52,7 +52,8 @@ class _Plot(pg.PlotWidget):
         item.setLogMode(x=False, y=log_y)
         item.setClipToView(True)
         item.setDownsampling(auto=True, mode="peak")
-        self.setMinimumHeight(90)
+        self.setMinimumHeight(80)
+        self.setMinimumWidth(160)
         self.hover_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen((128, 128, 128, 160), width=1))
         self.hover_line.hide()
         self.addItem(self.hover_line, ignoreBounds=True)
@@ -105,8 +106,7 @@ class TrainingPlots(QWidget):
         self.ratio_plot = _Plot("update / weight ratio", log_y=True)
         self.lr_plot = _Plot("learning rate")
         self.plots = [self.loss_plot, self.norm_plot, self.param_plot, self.ratio_plot, self.lr_plot]
-        for p in self.plots[1:]:
-            p.setXLink(self.loss_plot)
+        # no x-link: the plots differ in width, and pyqtgraph keeps linked views pixel-aligned
         self.loss_curve = self.loss_plot.plot(pen=pg.mkPen((40, 110, 200), width=1))
         self.pre_curve = self.norm_plot.plot(pen=pg.mkPen((200, 90, 40), width=1), name="pre-clip")
         self.post_curve = self.norm_plot.plot(pen=pg.mkPen((40, 150, 90), width=1, style=Qt.DashLine),
@@ -138,12 +138,22 @@ class TrainingPlots(QWidget):
         row.addWidget(none_btn)
         sl.addLayout(row)
 
-        split = QSplitter(Qt.Vertical)
-        for p in self.plots:
-            split.addWidget(p)
+        # a grid, so that all five stay visible in a short, wide dock:
+        #   loss            | grad norm (pre/post) | learning rate
+        #   grad norm per parameter (2 columns)     | update ratio
+        grid = QGridLayout()
+        grid.setContentsMargins(0, 0, 0, 0)
+        grid.setSpacing(2)
+        grid.addWidget(self.loss_plot, 0, 0)
+        grid.addWidget(self.norm_plot, 0, 1)
+        grid.addWidget(self.lr_plot, 0, 2)
+        grid.addWidget(self.param_plot, 1, 0, 1, 2)
+        grid.addWidget(self.ratio_plot, 1, 2)
+        for c in range(3):
+            grid.setColumnStretch(c, 1)
         outer = QHBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
-        outer.addWidget(split, 1)
+        outer.addLayout(grid, 1)
         outer.addWidget(side)
 
         self.last_cost = 0.0
@@ -251,7 +261,14 @@ class TrainingPlots(QWidget):
         self.loss_curve.setData(x, h.column("loss"), connect="finite")
         self.pre_curve.setData(x, _positive(h.column("grad_norm")), connect="finite")
         self.post_curve.setData(x, _positive(h.column("grad_norm_clipped")), connect="finite")
-        self.lr_curve.setData(x, h.column("lr"), connect="finite")
+        lr = h.column("lr")
+        self.lr_curve.setData(x, lr, connect="finite")
+        finite = lr[np.isfinite(lr)] if len(lr) else lr
+        if len(finite) and finite.min() == finite.max():      # constant: show it above zero, not centred
+            top = abs(float(finite[0])) or 1.0
+            self.lr_plot.setYRange(min(0.0, float(finite[0])), 1.5 * top, padding=0)
+        else:
+            self.lr_plot.enableAutoRange(axis="y")
         shown = self.visible | ({self.highlighted} if self.highlighted in self.param_curves else set())
         for name in shown:
             self._draw_param(name, x)
@@ -274,7 +291,10 @@ class TrainingPlots(QWidget):
         i = self.names.index(name)
         x = h.column("step") if x is None else x
         self.param_curves[name].setData(x, _positive(h.column("param_norms")[:, i]), connect="finite")
-        self.ratio_curves[name].setData(x, _positive(h.column("update_ratios")[:, i]), connect="finite")
+        # update ratios may be measured every few steps only (NaN between): draw the measured ones joined
+        r = _positive(h.column("update_ratios")[:, i])
+        keep = ~np.isnan(r)
+        self.ratio_curves[name].setData(x[keep], r[keep])
 
     def points(self) -> int:
         """How many points the loss curve holds (tests)."""
