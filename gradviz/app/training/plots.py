@@ -23,6 +23,7 @@ from gradviz.app.training.history import History
 
 MAX_HZ = 30
 MAX_INTERVAL_MS = 1000
+FRAME_BUDGET_S = 0.012        # per timer tick, at most about this much drawing (then the next tick goes on)
 DEFAULT_VISIBLE = 12          # parameters shown at first (the rest can be ticked in the list)
 
 
@@ -98,6 +99,7 @@ class TrainingPlots(QWidget):
         self.highlighted: str | None = None
         self._highlight_color: QColor | None = None
         self._drawn = -1
+        self._dirty: list[int] = []
         self.redraws = 0
 
         self.loss_plot = _Plot("loss")
@@ -250,32 +252,54 @@ class TrainingPlots(QWidget):
         return self.history.column(key)
 
     def refresh(self, force: bool = False) -> None:
-        """Pull from the history when it changed (called by the timer)."""
+        """Pull from the history when it changed (called by the timer).
+
+        Plots are redrawn one at a time, each painted at once, until ``FRAME_BUDGET_S`` is
+        spent; the rest wait for the next tick. So the GUI thread is never blocked for the
+        five plots together, and the timer slows down when drawing is expensive.
+        """
         h = self.history
-        if not force and (h.version == self._drawn or not self.isVisible()):
+        if force:
+            self._dirty = list(range(len(self.plots)))
+        elif h.version != self._drawn and self.isVisible():
+            self._dirty = list(range(len(self.plots)))
+        if not self._dirty:
             return
-        start = time.perf_counter()
         self._drawn = h.version
         self.redraws += 1
+        start = time.perf_counter()
         x = h.column("step")
-        self.loss_curve.setData(x, h.column("loss"), connect="finite")
-        self.pre_curve.setData(x, _positive(h.column("grad_norm")), connect="finite")
-        self.post_curve.setData(x, _positive(h.column("grad_norm_clipped")), connect="finite")
-        lr = h.column("lr")
-        self.lr_curve.setData(x, lr, connect="finite")
-        finite = lr[np.isfinite(lr)] if len(lr) else lr
-        if len(finite) and finite.min() == finite.max():      # constant: show it above zero, not centred
-            top = abs(float(finite[0])) or 1.0
-            self.lr_plot.setYRange(min(0.0, float(finite[0])), 1.5 * top, padding=0)
-        else:
-            self.lr_plot.enableAutoRange(axis="y")
-        shown = self.visible | ({self.highlighted} if self.highlighted in self.param_curves else set())
-        for name in shown:
-            self._draw_param(name, x)
-        if self.isVisible():
-            for p in self.plots:              # paint now, so the cost is measured (and not queued twice)
-                p.viewport().repaint()
+        while self._dirty:
+            i = self._dirty.pop(0)
+            self._draw_plot(i, x)
+            if self.isVisible():
+                self.plots[i].viewport().repaint()     # paint now: measured, and not queued twice
+            if time.perf_counter() - start > FRAME_BUDGET_S and not force:
+                break
         self._adapt(time.perf_counter() - start)
+
+    def _draw_plot(self, i: int, x: np.ndarray) -> None:
+        h = self.history
+        plot = self.plots[i]
+        if plot is self.loss_plot:
+            self.loss_curve.setData(x, h.column("loss"), connect="finite")
+        elif plot is self.norm_plot:
+            self.pre_curve.setData(x, _positive(h.column("grad_norm")), connect="finite")
+            self.post_curve.setData(x, _positive(h.column("grad_norm_clipped")), connect="finite")
+        elif plot is self.lr_plot:
+            lr = h.column("lr")
+            self.lr_curve.setData(x, lr, connect="finite")
+            finite = lr[np.isfinite(lr)] if len(lr) else lr
+            if len(finite) and finite.min() == finite.max():      # constant: show it above zero, not centred
+                top = abs(float(finite[0])) or 1.0
+                self.lr_plot.setYRange(min(0.0, float(finite[0])), 1.5 * top, padding=0)
+            else:
+                self.lr_plot.enableAutoRange(axis="y")
+        else:
+            ratios = plot is self.ratio_plot
+            shown = self.visible | ({self.highlighted} if self.highlighted in self.param_curves else set())
+            for name in shown:
+                self._draw_param(name, x, params=not ratios, ratios=ratios)
 
     def _adapt(self, cost: float) -> None:
         """Redraw less often when drawing is expensive: plots use at most ~1/5 of the GUI thread."""
@@ -284,13 +308,17 @@ class TrainingPlots(QWidget):
         if abs(interval - self.timer.interval()) > 5:
             self.timer.setInterval(interval)
 
-    def _draw_param(self, name: str, x: np.ndarray | None = None) -> None:
+    def _draw_param(self, name: str, x: np.ndarray | None = None, params: bool = True,
+                    ratios: bool = True) -> None:
         h = self.history
         if name not in self.param_curves or len(h.names) != len(self.names):
             return
         i = self.names.index(name)
         x = h.column("step") if x is None else x
-        self.param_curves[name].setData(x, _positive(h.column("param_norms")[:, i]), connect="finite")
+        if params:
+            self.param_curves[name].setData(x, _positive(h.column("param_norms")[:, i]), connect="finite")
+        if not ratios:
+            return
         # update ratios may be measured every few steps only (NaN between): draw the measured ones joined
         r = _positive(h.column("update_ratios")[:, i])
         keep = ~np.isnan(r)
