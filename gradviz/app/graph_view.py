@@ -15,6 +15,8 @@ MIN_SCALE = 0.01
 MAX_SCALE = 8.0
 ANTIALIAS_ABOVE = 0.35   # below this zoom edges are sub-pixel anyway
 FIT_MAX_SCALE = 1.25     # Fit never blows a small graph up beyond this
+TOWER_BELOW = 0.12       # Fit scales below this are unreadable: fit the width instead
+TOWER_SCALE = 1.0        # ...at most at 1:1, where box labels are sized to be read
 
 
 class GraphView(QGraphicsView):
@@ -116,13 +118,13 @@ class GraphView(QGraphicsView):
         sx, sy = vp.width() / rect.width(), vp.height() / rect.height()
         scale = min(sx, sy, FIT_MAX_SCALE)
         # a transformer stack is a thin tower: fit the width, not the height
-        readable = min(sx, FIT_MAX_SCALE, 0.6)
-        if scale < 0.12 and readable > scale:
+        readable = min(sx, FIT_MAX_SCALE, TOWER_SCALE)
+        if scale < TOWER_BELOW and readable > scale:
             scale = readable
             self.set_scale(scale)
             self.update_canvas()
             self.centerOn(QPointF(rect.center().x(), rect.bottom() - vp.height() / (2 * scale)
-                                  + self.bottom_margin / scale))
+                                  + self.bottom_margin / (2 * scale)))   # its bottom just above the legend
             return
         self.set_scale(scale)
         self.update_canvas()
