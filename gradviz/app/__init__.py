@@ -3,9 +3,11 @@
 The window is composed of small parts, one job per module: ``document`` (state, no
 widgets), ``trace_worker`` (tracing/collapse/layout off the UI thread), ``graph_view``
 and ``minimap`` (the drawing), ``outline_panel``, ``inspector_panel``,
-``error_panel``, ``search_bar`` (panels), ``file_actions`` (menus: open, recent,
-export, watch) and ``main_window`` which assembles them and implements the extension
-contract of ``docs/ARCHITECTURE.md``.
+``error_panel``, ``search_bar`` (panels), and the window's own parts: ``graph_sync``
+(document <-> scene), ``interaction`` (selection, highlight, context menu),
+``overlays`` (legend, overview map, theme), ``docks``, ``menus`` (menu bar, toolbar),
+``file_actions`` (open, drop, export, copy). ``main_window`` assembles them and
+implements the extension contract of ``docs/ARCHITECTURE.md`` as a thin facade.
 """
 
 # PySide6 6.12.0 on Python 3.11 leaks references to None/True/False on every void call;
