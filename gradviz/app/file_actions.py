@@ -10,13 +10,14 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 import gradviz
 from gradviz.app import scene_api
 from gradviz.app.export_dialog import ask_and_export, export_graph
+from gradviz.core.record.schema import EXTENSION as RUN_EXTENSION
 from gradviz.app.formatting import count
 
 
 def dropped_script(mime) -> str | None:
-    """The first local ``.py`` file among dropped/dragged urls, else None."""
+    """The first local model script (``.py``) or run file (``.gvrun``) among dropped urls."""
     for url in mime.urls() if mime.hasUrls() else []:
-        if url.isLocalFile() and url.toLocalFile().endswith(".py"):
+        if url.isLocalFile() and url.toLocalFile().endswith((".py", RUN_EXTENSION)):
             return url.toLocalFile()
     return None
 

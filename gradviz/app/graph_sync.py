@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Callable
 
 from gradviz.app.document import TraceResult, ViewResult
-from gradviz.app.trace_worker import JobRunner, trace_job, view_job
+from gradviz.app.trace_worker import JobRunner, graph_job, trace_job, view_job
+from gradviz.core.record.schema import EXTENSION as RUN_EXTENSION
 
 AUTO_BOXES = 200
 
@@ -48,6 +49,9 @@ class GraphSync:
     def open_script(self, path: str | Path) -> None:
         win = self.window
         path = Path(path).expanduser().resolve()
+        if path.suffix.lower() == RUN_EXTENSION:  # a recorded run, not a script: the runs extension opens it
+            self._open_run(path)
+            return
         self.document.path = path
         if path.is_file():
             win.recent.add(path)
@@ -58,6 +62,23 @@ class GraphSync:
         win.files.update_title()
         self.tracer.submit(trace_job(path, AUTO_BOXES))
         self.set_busy("loading script")
+
+    def show_graph(self, graph, path: str | Path) -> None:
+        """Show a graph that was not traced here (e.g. from a run file): group and lay
+        it out off the UI thread, then display it like a fresh trace."""
+        self.document.path = Path(path)
+        self.layouter.cancel()
+        self._after_view.clear()
+        self.tracer.submit(graph_job(Path(path), graph, AUTO_BOXES))
+        self.set_busy("laying out the graph")
+
+    def _open_run(self, path: Path) -> None:
+        try:
+            from gradviz.app.runs import open_run_file
+        except ModuleNotFoundError as exc:
+            self.window.show_error(f"cannot open run files in this build: {exc}")
+            return
+        open_run_file(self.window, path)
 
     def reload(self) -> None:
         if self.document.path is not None:

@@ -144,6 +144,10 @@ class MainWindow(QMainWindow):
     def mark_nodes(self, ids: list[str], style: str = "nan-origin") -> None:
         self.sync.mark_nodes(ids, style)
 
+    def show_graph(self, graph, path) -> None:
+        """Display a graph that was not traced here (e.g. read from a run file)."""
+        self.sync.show_graph(graph, path)
+
     @property
     def selected(self) -> str:
         """The node id in focus on screen ('' = nothing selected)."""

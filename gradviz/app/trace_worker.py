@@ -136,7 +136,6 @@ def trace_job(path: str | Path, max_boxes: int = 200) -> Callable[[Report], Trac
     path = Path(path)
 
     def job(report: Report) -> TraceResult:
-        from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
         from gradviz.core.script import load_script
         from gradviz.core.trace import trace
 
@@ -149,19 +148,33 @@ def trace_job(path: str | Path, max_boxes: int = 200) -> Callable[[Report], Trac
         report("forward + backward")
         graph = trace(script)
         del script
-        t2 = time.perf_counter()
-        timings["trace"] = t2 - t1
-        report("grouping")
-        expanded = expanded_to_depth(graph, auto_depth(graph, max_boxes))
-        view = collapse(graph, expanded=expanded)
-        t3 = time.perf_counter()
-        timings["collapse"] = t3 - t2
-        report("layout")
-        lay = _layout(view)
-        timings["layout"] = time.perf_counter() - t3
-        return TraceResult(path, graph, expanded, view, lay, timings)
+        timings["trace"] = time.perf_counter() - t1
+        return _group_and_layout(path, graph, max_boxes, report, timings)
 
     return job
+
+
+def graph_job(path: Path, graph, max_boxes: int) -> Callable[[Report], TraceResult]:
+    """Group and lay out a graph that was not traced here (e.g. read from a run file)."""
+    def job(report: Report) -> TraceResult:
+        return _group_and_layout(path, graph, max_boxes, report, {})
+
+    return job
+
+
+def _group_and_layout(path: Path, graph, max_boxes: int, report: Report, timings: dict) -> TraceResult:
+    from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+
+    t0 = time.perf_counter()
+    report("grouping")
+    expanded = expanded_to_depth(graph, auto_depth(graph, max_boxes))
+    view = collapse(graph, expanded=expanded)
+    t1 = time.perf_counter()
+    timings["collapse"] = t1 - t0
+    report("layout")
+    lay = _layout(view)
+    timings["layout"] = time.perf_counter() - t1
+    return TraceResult(path, graph, expanded, view, lay, timings)
 
 
 def view_job(graph, expanded: set[str]) -> Callable[[Report], ViewResult]:

@@ -93,25 +93,4 @@ def _step_chosen(window, panel: RunPanel, step: int) -> None:
 
 def _show_graph(window, graph, path: Path) -> None:
     graph.graph["script"] = str(path)
-    show = getattr(window, "show_graph", None)
-    if callable(show):
-        show(graph, path)
-        return
-    tracer = getattr(window, "tracer", None)
-    if tracer is None:
-        return
-    from gradviz.app.document import TraceResult
-    from gradviz.app.trace_worker import _layout
-
-    def job(report):
-        from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
-
-        report("grouping")
-        expanded = expanded_to_depth(graph, auto_depth(graph, 200))
-        view = collapse(graph, expanded=expanded)
-        report("layout")
-        return TraceResult(Path(path), graph, expanded, view, _layout(view), {})
-
-    tracer.submit(job)
-    if hasattr(window, "_set_busy"):
-        window._set_busy("laying out the run's graph")
+    window.show_graph(graph, path)
