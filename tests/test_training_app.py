@@ -164,3 +164,22 @@ def test_closing_window_mid_training_exits_cleanly(tmp_path):
     assert "QThread: Destroyed" not in r.stderr and "Destroyed while thread" not in r.stderr, r.stderr
     steps = int(r.stdout.split()[1])
     assert steps > 0
+
+
+def test_nonfinite_loss_is_shown_and_stops(qtbot, win, tmp_path):
+    bad = tmp_path / "nan_mlp.py"
+    bad.write_text(MLP.read_text().replace("    return F.cross_entropy(output, targets)",
+                                           "    return F.cross_entropy(output, targets) * float('nan')"))
+    import sys
+    sys.path.insert(0, str(SAMPLES))               # the copy imports _digits from the samples folder
+    errors = []
+    win.show_error = lambda error, details="", title=None: errors.append(str(error))
+    with qtbot.waitSignal(win.graphShown, timeout=WAIT_MS):
+        win.open_script(bad)
+    panel = win.training_panel
+    panel.diagnose_nonfinite = lambda trainer, step, loss, x, y: "diagnosed"
+    panel.start()
+    qtbot.waitUntil(lambda: bool(errors), timeout=WAIT_MS)
+    assert "step 0" in errors[0] and "non-finite" in errors[0] and "diagnosed" in errors[0]
+    assert panel.worker.wait(10_000)
+    qtbot.waitUntil(lambda: panel.state == "stopped", timeout=5_000)

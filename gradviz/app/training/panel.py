@@ -31,6 +31,8 @@ class TrainingPanel(QWidget):
         self._old_workers: list[TrainingWorker] = []
         self.state = "stopped"
         self.last_metrics: dict = {}
+        # the diagnosis extension may set this: TrainConfig.diagnose_nonfinite for runs started here
+        self.diagnose_nonfinite = None
 
         self.btn_start = QPushButton("Start")
         self.btn_pause = QPushButton("Pause")
@@ -117,7 +119,8 @@ class TrainingPanel(QWidget):
         return TrainConfig(device=self.device.currentData(), optimizer=self.optimizer.currentData(), lr=lr,
                            schedule=self.schedule.currentText(), max_grad_norm=clip,
                            accumulation=self.accum.value(), zero_grad_every_step=self.zero_grad.isChecked(),
-                           amp=self.amp.isChecked() and self.device.currentData() == "cuda")
+                           amp=self.amp.isChecked() and self.device.currentData() == "cuda",
+                           diagnose_nonfinite=self.diagnose_nonfinite)
 
     def _device_changed(self) -> None:
         cuda = self.device.currentData() == "cuda"
