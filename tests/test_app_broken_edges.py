@@ -15,3 +15,19 @@ def test_detach_finding_draws_a_broken_edge(qtbot, window):  # noqa: F811
     window.mark_edges(finding.edges, "broken")
     overlay = window.scene._overlays.get("mark:broken")
     assert overlay is not None and not overlay.path().isEmpty()
+
+
+def test_colour_range_api_for_extensions(qtbot, window):  # noqa: F811
+    """Extensions fix the colour range and read node colours through the window."""
+    open_and_wait(qtbot, window, SAMPLES / "mlp_digits.py")
+    lo, hi = window.color_range()
+    assert 0 < lo < hi
+    before = window.node_color("loss")
+    assert before is not None
+    window.set_color_range(hi * 10, hi * 100)    # everything now sits below the range: darkest colour
+    assert window.node_color("loss") != before
+    window.set_node_norms({"loss": hi * 1000})   # live norms keep the fixed range
+    assert window.color_range() == (hi * 10, hi * 100)
+    window.set_color_range(None)
+    assert window.color_range() != (hi * 10, hi * 100)
+    assert window.node_color("no-such-node") is None

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import QEvent, QPointF, QSettings, Qt, Signal
-from PySide6.QtGui import QAction
+from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QVBoxLayout, QWidget
 
 from gradviz.app import scene_api
@@ -143,6 +143,21 @@ class MainWindow(QMainWindow):
 
     def mark_nodes(self, ids: list[str], style: str = "nan-origin") -> None:
         self.sync.mark_nodes(ids, style)
+
+    def set_color_range(self, lo: float | None, hi: float | None = None) -> None:
+        """Fix the colour bar's range (e.g. during training); ``None`` follows the data."""
+        self.scene.set_color_range(lo, hi)
+
+    def color_range(self) -> tuple[float, float]:
+        scale = self.scene.color_scale()
+        return scale.lo, scale.hi
+
+    def node_color(self, nid: str):
+        """The fill colour (QColor) node ``nid`` is drawn with, or None when not visible."""
+        i = self.scene.index.get(nid)
+        if i is None or i >= len(self.scene.fill_colors):
+            return None
+        return QColor(self.scene.fill_colors[i])
 
     def show_graph(self, graph, path) -> None:
         """Display a graph that was not traced here (e.g. read from a run file)."""

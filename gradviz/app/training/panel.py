@@ -133,14 +133,12 @@ class TrainingPanel(QWidget):
             self.worker.apply_config(self.config())
 
     def _fixed_range_toggled(self, on: bool) -> None:
-        scene = getattr(self.window, "scene", None)
-        if scene is None or not hasattr(scene, "set_color_range"):
-            return          # the window offers no range API: colours follow the data
-        if on and hasattr(scene, "color_scale"):
-            s = scene.color_scale()
-            scene.set_color_range(s.lo, s.hi)
+        if not hasattr(self.window, "set_color_range"):
+            return          # a window without the range API: colours follow the data
+        if on:
+            self.window.set_color_range(*self.window.color_range())
         else:
-            scene.set_color_range(None)
+            self.window.set_color_range(None)
 
     # -- controls ---------------------------------------------------------
     def is_running(self) -> bool:
@@ -291,17 +289,9 @@ class TrainingPanel(QWidget):
 
 
 def node_color(window, nid: str) -> QColor | None:
-    """The fill colour of node ``nid`` in the window's graph scene, when it can say."""
-    scene = getattr(window, "scene", None)
-    if scene is None:
-        return None
-    index = getattr(scene, "index", None)
-    fills = getattr(scene, "fill_colors", None)
-    if index is not None and fills is not None:
-        i = index.get(nid)
-        if i is not None and i < len(fills):
-            return QColor(fills[i])
-    return None
+    """The fill colour of node ``nid`` in the window's graph, when the window can say."""
+    lookup = getattr(window, "node_color", None)
+    return lookup(nid) if callable(lookup) else None
 
 
 class CloseGuard(QObject):
