@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch.nn.utils import clip_grads_with_norm_
 
-__all__ = ["StepStats", "ROW_KEYS"]
+__all__ = ["StepStats", "ROW_KEYS", "rows_from_raw"]
 
 
 def _flat(t: torch.Tensor) -> np.ndarray:
@@ -341,6 +341,29 @@ class StepStats:
             "nonfinite": nonfinite,
         }
 
+    # -- batched consumers (the recorder) -----------------------------------
+    def raw(self) -> tuple:
+        """The step's numbers as computed, with no host work: for consumers that batch rows.
+
+        Call instead of ``finish`` (after ``grads_ready`` and, when the optimizer ran,
+        ``after_update``). Returns ``(values, squared, n_grads, present, have_delta)``:
+        ``values`` is a list of numpy scalars (CPU fast path, ``squared`` True: squared
+        norms) or a 1-d device tensor of norms (no host sync); the layout is ``n_grads``
+        gradient norms (of ``present``, the indices that had a gradient; ``None`` = all),
+        then, when the weights were measured, ``n`` weight norms and, when
+        ``have_delta``, ``n`` update norms. Convert many at once with ``rows_from_raw``.
+        """
+        present = None if self._n_grads == self.n else list(self._present)
+        if self._numpy:
+            return self._host_sq, True, self._n_grads, present, self._have_delta
+        parts = self._pending
+        if parts:
+            with torch.no_grad():
+                values = torch.stack(self._same(parts))
+        else:
+            values = torch.zeros(0)
+        return values, False, self._n_grads, present, self._have_delta
+
     # -- helpers ----------------------------------------------------------
     def _same(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Make 0-d tensors stackable (one dtype, one device) only when they are not already."""
@@ -360,3 +383,51 @@ class StepStats:
             torch.cuda.current_stream(stacked.device).synchronize()
             return self._pinned.to(torch.float64).numpy().copy()
         return stacked.to("cpu", torch.float64).numpy()
+
+
+def rows_from_raw(raws: list[tuple], n: int) -> dict[str, np.ndarray]:
+    """Arrays (one row per ``StepStats.raw()`` result) of the per-step numbers.
+
+    Returns float64 arrays ``param_norms`` (R x n, NaN = no gradient), ``has_grad``
+    (bool, R x n), ``grad_norm`` (R; global L2 norm, NaN/inf propagate like torch),
+    ``weight_norms`` and ``update_norms`` (R x n, NaN = not measured) and
+    ``update_ratios`` (R x n, ``update_norms / weight_norms``). One host copy per
+    group of rows with the same layout (device tensors are stacked first).
+    """
+    r_count = len(raws)
+    norms = np.full((r_count, n), _NAN)
+    weights = np.full((r_count, n), _NAN)
+    deltas = np.full((r_count, n), _NAN)
+    has = np.ones((r_count, n), dtype=bool)
+    groups: dict[tuple, list[int]] = {}
+    for i, (values, squared, g, present, have_delta) in enumerate(raws):
+        key = (squared, g, len(values), have_delta, None if present is None else tuple(present))
+        groups.setdefault(key, []).append(i)
+    for (squared, g, length, have_delta, present), idx in groups.items():
+        if squared:
+            block = np.sqrt(np.array([raws[i][0] for i in idx], dtype=np.float64).reshape(len(idx), length))
+        else:
+            with torch.no_grad():
+                block = torch.stack([raws[i][0] for i in idx]).to("cpu", torch.float64).numpy().reshape(len(idx), length)
+        rows = np.asarray(idx)
+        if present is None:
+            norms[rows] = block[:, :g]
+        else:
+            has[rows] = False
+            if g:
+                cols = np.asarray(present)
+                sub = norms[rows]
+                sub[:, cols] = block[:, :g]
+                norms[rows] = sub
+                hsub = has[rows]
+                hsub[:, cols] = True
+                has[rows] = hsub
+        if length >= g + n:
+            weights[rows] = block[:, g:g + n]
+            if have_delta and length >= g + 2 * n:
+                deltas[rows] = block[:, g + n:g + 2 * n]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        grad_norm = np.sqrt(np.sum(np.where(has, norms, 0.0) ** 2, axis=1))
+        ratios = deltas / weights
+    return {"param_norms": norms, "has_grad": has, "grad_norm": grad_norm, "weight_norms": weights,
+            "update_norms": deltas, "update_ratios": ratios}

@@ -66,12 +66,14 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from gradviz.core.nodenorms import NodeNormSampler, node_ids_for
-from gradviz.core.record.schema import NO_VALUE, SCHEMA_VERSION, RecordError, rank_path
+from gradviz.core.record.schema import NO_VALUE, SCHEMA_VERSION, RecordError, rank_path, real
 from gradviz.core.record.writer import RunWriter
-from gradviz.core.stepstats import StepStats
+from gradviz.core.stepstats import StepStats, rows_from_raw
 from gradviz.core.walk import walk
 
 __all__ = ["watch", "Watch", "unwrap_model", "dist_info"]
+
+UPDATE_BUDGET = 0.02         # auto update-ratio cadence: at most this fraction of the step time
 
 
 def unwrap_model(model: nn.Module) -> nn.Module:
@@ -127,7 +129,8 @@ class Watch:
     def __init__(self, model: nn.Module, path: str | os.PathLike, every: int | None = 10,
                  optimizer: torch.optim.Optimizer | None = None, *, graph: bool = True,
                  capture_modules: bool = True, overwrite: bool = True, commit_every: int = 50,
-                 commit_seconds: float = 0.5, rank: int | None = None, world_size: int | None = None) -> None:
+                 commit_seconds: float = 0.5, rank: int | None = None, world_size: int | None = None,
+                 update_ratio_every: int | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"watch() needs an nn.Module, got {type(model).__name__}")
         self.model = model
@@ -161,6 +164,19 @@ class Watch:
                                  commit_seconds=commit_seconds)
 
         self._step = 0                        # index the next w.step gets
+        # rows of the steps since the last commit, converted to arrays in one go when committing
+        self._rows: list[tuple] = []
+        self._commit_every = max(1, int(commit_every))
+        self._commit_seconds = float(commit_seconds)
+        self._last_flush = time.monotonic()
+        self._on_cpu = self.stats.device.type == "cpu"
+        # update-ratio cadence (see the module docstring): None = auto
+        self.update_ratio_every = update_ratio_every
+        self._upd_every = 1
+        self._upd_cost = 0.0                  # EMA: seconds the update ratios cost (x3, see _opt_post)
+        self._step_cost = 0.0                 # EMA: seconds between steps
+        self._t_prev: float | None = None
+        self._upd_now = False
         self._closed = False
         self._lock = threading.RLock()
         # per-step state machine (see module docstring)
@@ -214,16 +230,17 @@ class Watch:
         s = self._step if step is None else int(step)
         self._step = s + 1
         if not self._grads_read:
-            self.stats.begin()
-            self.stats.grads_ready()
-            self._grads_read = True
-        self._open_loss = loss.detach() if isinstance(loss, torch.Tensor) else loss
+            self._read_grads()
+        if isinstance(loss, torch.Tensor):
+            loss = loss.item() if (self._on_cpu and loss.device.type == "cpu" and loss.numel() == 1) else loss.detach()
+        self._open_loss = loss
         self._open_step = s
         if self.optimizer is None or self._updated:
             self._finish_open()
         else:
             self._awaiting_update = True
-        self._writer.maybe_commit()
+        if len(self._rows) >= self._commit_every or time.monotonic() - self._last_flush >= self._commit_seconds:
+            self._flush()
         return s
 
     def close(self) -> None:
@@ -234,6 +251,7 @@ class Watch:
             self._drop_tap()
             if self._open_step is not None:
                 self._finish_open()
+            self._flush()
             for h in self._handles:
                 h.remove()
             self._handles.clear()
@@ -261,14 +279,38 @@ class Watch:
             self._finish_open(step=self._step)
             self._step += 1
         if not self._grads_read:
-            self.stats.begin()
-            self.stats.grads_ready()
-            self._grads_read = True
+            self._read_grads()
+
+    def _read_grads(self) -> None:
+        """Gradient norms of the step (and the theta snapshot when update ratios are due)."""
+        now = time.perf_counter()
+        if self._t_prev is not None:
+            dt = now - self._t_prev
+            self._step_cost = dt if not self._step_cost else 0.9 * self._step_cost + 0.1 * dt
+        self._t_prev = now
+        self._upd_now = upd = self.optimizer is not None and self._updates_due(self._step)
+        self.stats.begin()
+        self.stats.grads_ready(updates=upd)
+        self._grads_read = True
+
+    def _updates_due(self, s: int) -> bool:
+        every = self.update_ratio_every
+        if every is None:
+            if s >= 10 and s % 50 == 10 and self._step_cost > 0:        # (re-)plan now and then
+                self._upd_every = max(1, math.ceil(self._upd_cost / (UPDATE_BUDGET * self._step_cost)))
+            every = self._upd_every
+        return every > 0 and s % every == 0
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
         if self._closed or not self._grads_read:
             return
-        self.stats.after_update()
+        if self._upd_now:
+            t0 = time.perf_counter()
+            self.stats.after_update()
+            # the snapshot in grads_ready costs about what after_update does, and the extra memory
+            # traffic slows the next kernels about as much again: count 3x (as the Trainer does)
+            spent = 3 * (time.perf_counter() - t0)
+            self._upd_cost = spent if not self._upd_cost else 0.9 * self._upd_cost + 0.1 * spent
         self._updated = True
         if self._awaiting_update:
             self._finish_open()
@@ -279,33 +321,51 @@ class Watch:
         if s is None:
             s = self._step
         if not self._grads_read:
-            self.stats.begin()
-            self.stats.grads_ready()
-        row = self.stats.finish(self._open_loss if self._open_loss is not None else None,
-                                lr=self._lr if self._lr is not None else _lr_of(self.optimizer))
-        norms = np.where(row["has_grad"], row["param_norms"], NO_VALUE)
-        ratios = row["update_ratios"] if self._updated else None
-        global_ratio = _global_ratio(row["update_ratios"], row["weight_norms"]) if self._updated else None
-        node_sampled = False
-        if self._node_result is not None:
-            gid, nodes, result = self._node_result
-            self._node_result = None
-            for name, norm, has in zip(self.param_names, row["param_norms"], row["has_grad"]):
-                result[f"param:{name}"] = float(norm) if has else None
-            values = [NO_VALUE if (v := result.get(n)) is None else v for n in nodes]
-            self._writer.add_node_norms(s, gid, np.array(values, dtype="<f4").tobytes())
-            node_sampled = True
-        lr = row["lr"]
-        self._writer.add_step(s, time=time.time(), loss=row["loss"] if self._open_loss is not None else None,
-                              grad_norm=row["grad_norm"], lr=None if math.isnan(lr) else lr,
-                              update_ratio=global_ratio, grad_norms=norms, update_ratios=ratios,
-                              node_sampled=node_sampled, commit=False)
+            self._read_grads()
+        node = self._node_result
+        self._node_result = None
+        lr = self._lr if self._lr is not None else _lr_of(self.optimizer)
+        self._rows.append((s, time.time(), self._open_loss, lr, self.stats.raw(),
+                           self._updated and self._upd_now, node))
         self._open_step = None
         self._open_loss = None
         self._grads_read = False
         self._awaiting_update = False
         self._updated = False
         self._lr = None
+
+    def _flush(self) -> None:
+        """Convert the buffered rows (one numpy pass) and commit them in one transaction."""
+        self._last_flush = time.monotonic()
+        rows, self._rows = self._rows, []
+        if not rows:
+            return
+        arr = rows_from_raw([r[4] for r in rows], len(self.param_names))
+        losses = _losses([r[2] for r in rows])
+        has = arr["has_grad"]
+        grad_blobs = np.where(has, arr["param_norms"], NO_VALUE).astype("<f4")
+        ratio_blobs = arr["update_ratios"].astype("<f4")
+        deltas, weights = arr["update_norms"], arr["weight_norms"]
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            num = np.sum(deltas * deltas, axis=1)
+            den = np.sum(weights * weights, axis=1)
+            global_ratio = np.sqrt(num / den)
+        global_ratio = np.where(den > 0, global_ratio, np.where(num == 0, 0.0, np.inf))
+        global_ratio = np.where(np.isnan(num) | np.isnan(den), np.nan, global_ratio)
+        grad_norm = arr["grad_norm"].tolist()
+        out = []
+        for i, (s, t, _, lr, _, updated, node) in enumerate(rows):
+            if node is not None:
+                gid, nodes, result = node
+                for j, name in enumerate(self.param_names):
+                    result[f"param:{name}"] = float(arr["param_norms"][i, j]) if has[i, j] else None
+                values = [NO_VALUE if (v := result.get(nid)) is None else v for nid in nodes]
+                self._writer.add_node_norms(s, gid, np.array(values, dtype="<f4").tobytes())
+            out.append((int(s), float(t), real(losses[i]), real(grad_norm[i]), real(lr),
+                        real(float(global_ratio[i])) if updated else None, grad_blobs[i].tobytes(),
+                        ratio_blobs[i].tobytes() if updated else None, int(node is not None)))
+        self._writer.add_step_rows(out)
+        self._writer.commit()
 
     # -- node norms -----------------------------------------------------------
     def _sampled_next(self) -> bool:
@@ -437,6 +497,20 @@ def _lr_of(optimizer) -> float | None:
         return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
     except Exception:
         return None
+
+
+def _losses(values: list) -> list:
+    """Host floats (or None) of the buffered losses: device tensors are stacked and copied once."""
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    if tensors:
+        try:
+            with torch.no_grad():
+                host = iter(torch.stack([t.reshape(()).to(tensors[0].device, torch.float64)
+                                         for t in tensors]).cpu().tolist())
+        except Exception:
+            host = iter([float(t.reshape(())) if t.numel() == 1 else float("nan") for t in tensors])
+        values = [next(host) if isinstance(v, torch.Tensor) else v for v in values]
+    return [None if v is None else float(v) for v in values]
 
 
 def _global_ratio(ratios: np.ndarray, weights: np.ndarray) -> float:

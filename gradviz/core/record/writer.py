@@ -128,6 +128,13 @@ class RunWriter:
         if commit:
             self.maybe_commit()
 
+    def add_step_rows(self, rows: list[tuple]) -> None:
+        """Buffer ready-made step rows ``(step, time, loss, grad_norm, lr, update_ratio,
+        grad_norms blob, update_ratios blob, node_sampled)`` (no commit here)."""
+        if rows:
+            self._steps.extend(rows)
+            self._last_step = int(rows[-1][0])
+
     def add_graph(self, step: int, structure_hash: str, nodes: list[str], graph_json: str) -> int:
         """Store a graph structure now (committed at once); returns its id."""
         self.commit()
