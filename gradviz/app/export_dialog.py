@@ -3,8 +3,6 @@ its legend, through ``gradviz.render.image_export``. Files are written atomicall
 (a temporary file in the same folder, then renamed); a failure says why."""
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QMessageBox,
@@ -25,20 +23,7 @@ def export_graph(graph, layout, path: str | Path, scale: float = 2.0, dpi: int =
         raise ValueError(f"unsupported format {path.suffix!r}: use .png, .svg or .pdf")
     if graph is None or layout is None:
         raise ValueError("there is no graph to export yet")
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=suffix, dir=folder)
-    os.close(fd)
-    try:
-        render_image(graph, layout, tmp, scale=scale, dpi=dpi)
-        if os.path.getsize(tmp) == 0:
-            raise OSError(f"nothing was written to {path.name}")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    render_image(graph, layout, path, scale=scale, dpi=dpi)  # writes a temporary file, then renames it
     return path
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import gradviz
@@ -51,20 +50,14 @@ def make_app(argv: list[str] | None = None):
 
 
 def save_atomically(image, path: str | Path) -> None:
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    folder.mkdir(parents=True, exist_ok=True)
-    fmt = (path.suffix[1:] or "png").upper()
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=path.suffix or ".png", dir=folder)
-    os.close(fd)
-    try:
+    from gradviz.core.atomic import atomic_write
+
+    fmt = (Path(path).suffix[1:] or "png").upper()
+
+    def write(tmp: str) -> None:
         if not image.save(tmp, fmt):
             raise OSError(f"could not write {fmt} image to {path}")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, write)
 
 
 def run_app(script: str | None = None, screenshot: str | None = None, size: str = "1400x900") -> int:

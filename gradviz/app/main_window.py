@@ -19,17 +19,17 @@ from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QVBoxLayout, QWidget
 
 from gradviz.app import scene_api
-from gradviz.app.docks import MAX_BOTTOM_MIN_H, Docks  # noqa: F401  (MAX_BOTTOM_MIN_H: re-export)
+from gradviz.app.docks import Docks
 from gradviz.app.document import Document
 from gradviz.app.error_panel import ErrorPanel
 from gradviz.app.extensions import load_extensions
 from gradviz.app.file_actions import FileActions
-from gradviz.app.graph_sync import AUTO_BOXES, GraphSync  # noqa: F401  (AUTO_BOXES: re-export)
+from gradviz.app.graph_sync import GraphSync
 from gradviz.app.graph_view import GraphView
 from gradviz.app.icon import app_icon
 from gradviz.app.inspector_panel import InspectorPanel
 from gradviz.app.interaction import Interaction
-from gradviz.app.menus import MENUS, Menus  # noqa: F401  (MENUS: re-export)
+from gradviz.app.menus import Menus
 from gradviz.app.minimap import Minimap
 from gradviz.app.outline_panel import OutlinePanel
 from gradviz.app.overlays import Overlays

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import networkx as nx
 import numpy as np
 
+from gradviz.core.atomic import ExportError, atomic_write  # noqa: F401  (re-exported)
 from gradviz.core.colors import LogColorScale, auto_range, text_color_for, to_hex
 
 TEXT_FORMATS = (".json", ".graphml", ".dot", ".gv")
@@ -26,10 +26,6 @@ REQUIRED_NODE_KEYS = ("kind", "shape", "grad_norm")
 
 __all__ = ["ExportError", "FORMATS", "to_node_link", "json_safe", "write_json", "write_graphml", "write_dot",
            "dot_source", "atomic_write", "export_graph", "shape_text"]
-
-
-class ExportError(Exception):
-    """The graph cannot be written where or how it was asked (message says why)."""
 
 
 # -- JSON-safe values ---------------------------------------------------------------
@@ -210,46 +206,6 @@ def write_dot(graph: nx.DiGraph, path: str | os.PathLike) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
     atomic_write(path, writer)
-
-
-# -- atomic writes ---------------------------------------------------------------------
-
-def atomic_write(path: str | os.PathLike, writer: Callable[[str], Any]) -> Path:
-    """Call ``writer(tmp_path)`` on a temporary file next to ``path``, then rename it over ``path``.
-
-    The rename (``os.replace``) is atomic on one file system, so readers see the old file or
-    the new one, never half of one; on any error the temporary file is removed and an
-    existing ``path`` is left as it was. The result gets normal permissions (umask),
-    or the old file's, not mkstemp's 0600.
-    """
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise ExportError(f"cannot write {target}: folder {folder} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}.", suffix=f".part{target.suffix}", dir=folder)
-    except OSError as exc:
-        raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    os.close(fd)
-    try:
-        writer(tmp)
-        if not os.path.exists(tmp):
-            raise ExportError(f"cannot write {target}: the writer produced no file")
-        try:
-            mode = os.stat(target).st_mode & 0o7777
-        except OSError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return target
 
 
 # -- dispatch -------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from torch import nn
 
 from gradviz.core import stats as gstats
 from gradviz.core.capture import ForwardCapture
+from gradviz.core.devices import model_device, to_device
 from gradviz.core.modules import module_table
 from gradviz.core.script import ModelScript, check_loss, error_from_exception, load_script
 from gradviz.core.walk import (custom_function, is_leaf, node_ids_for, output_metadata, readable_label,
@@ -105,11 +106,11 @@ def _trace_script(script: ModelScript, options: TraceOptions) -> TraceRun:
     if options.seed is not None:
         torch.manual_seed(options.seed)
     model = script.new_model()
-    device = torch.device(options.device) if options.device else _model_device(model)
+    device = torch.device(options.device) if options.device else model_device(model)
     model.to(device)
     inputs, targets = script.get_batch(options.step)
-    inputs = tuple(_to(t, device) for t in inputs)
-    targets = _to(targets, device)
+    inputs = tuple(to_device(t, device) for t in inputs)
+    targets = to_device(targets, device)
     if options.input_grads:
         inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
     cap = ForwardCapture(model) if options.capture_forward else None
@@ -325,19 +326,3 @@ def _fill_param_stats(graph: nx.DiGraph, model: nn.Module, grads: dict[str, Any]
 
 def _finish_modules(graph: nx.DiGraph, model: nn.Module | None) -> None:
     graph.graph["modules"] = module_table(model, graph) if model is not None else {}
-
-
-def _model_device(model: nn.Module) -> torch.device:
-    for p in model.parameters():
-        return p.device
-    return torch.device("cpu")
-
-
-def _to(obj: Any, device: torch.device) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_to(o, device) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _to(v, device) for k, v in obj.items()}
-    return obj

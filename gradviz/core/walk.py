@@ -6,7 +6,7 @@ tensors (which must be read before backward frees them).
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import torch
 

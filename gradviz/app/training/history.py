@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import csv
 import os
-import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
 
 import numpy as np
+
+from gradviz.core.atomic import atomic_write
 
 SCALARS = ("step", "loss", "grad_norm", "grad_norm_clipped", "lr", "step_time")
 MATRICES = ("param_norms", "update_ratios")
@@ -120,13 +121,12 @@ class History:
 
     # -- export -----------------------------------------------------------
     def to_csv(self, path: str | os.PathLike) -> Path:
-        """Write all kept rows as CSV, atomically (temporary file + ``os.replace``)."""
+        """Write all kept rows as CSV, atomically (temporary file, then rename)."""
         path = Path(path)
         header = list(SCALARS)
         header += [f"grad_norm:{n}" for n in self.names] + [f"update_ratio:{n}" for n in self.names]
-        fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=str(path.parent or "."))
-        try:
-            with os.fdopen(fd, "w", newline="") as f:
+        def write(tmp: str) -> None:
+            with open(tmp, "w", newline="") as f:
                 w = csv.writer(f)
                 w.writerow(header)
                 cols = [self.column(k) for k in SCALARS]
@@ -135,13 +135,7 @@ class History:
                     row = [int(cols[0][r])] + [_fmt(c[r]) for c in cols[1:]]
                     row += [_fmt(v) for v in pn[r]] + [_fmt(v) for v in ur[r]]
                     w.writerow(row)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        atomic_write(path, write)
         return path
 
 

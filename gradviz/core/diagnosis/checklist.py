@@ -25,7 +25,7 @@ from gradviz.core.diagnosis.activations import dead_relu_findings, saturated_fin
 from gradviz.core.diagnosis.findings import Finding, fmt_num, fmt_params, sort_findings
 from gradviz.core.diagnosis.gradcheck import Cancelled, check_custom_call, gradcheck_script
 from gradviz.core.diagnosis.nonfinite import (backward_findings, forward_findings, inplace_findings,
-                                              is_inplace_error, loss_is_finite)
+                                              is_inplace_error)
 from gradviz.core.diagnosis.norms import norm_findings
 from gradviz.core.diagnosis.probe import Probe, run_probe
 from gradviz.core.diagnosis.reachability import frozen_findings, unreachable_findings

@@ -27,7 +27,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from gradviz.core.diagnosis.probe import CustomCall, custom_name, model_device, record_custom_calls, to_device
+from gradviz.core.devices import model_device, to_device
+from gradviz.core.diagnosis.probe import CustomCall, custom_name, record_custom_calls
 from gradviz.core.script import ModelScript, ScriptError, check_loss, load_script
 
 EPS = 1e-6

@@ -18,7 +18,7 @@ import math
 
 import torch
 
-from gradviz.core.diagnosis.findings import Finding, fmt_num, fmt_params
+from gradviz.core.diagnosis.findings import Finding, fmt_num
 from gradviz.core.diagnosis.probe import Probe
 
 EXPLODE_NORM = 1e4

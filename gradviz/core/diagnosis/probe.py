@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
+from gradviz.core.devices import model_device, to_device
 from gradviz.core.capture import Cut, ForwardCapture, _func_name
 from gradviz.core.script import ModelScript, ScriptError
 from gradviz.core.walk import is_leaf, walk
@@ -372,24 +373,6 @@ class Probe:
 
     def node_id(self, fn: Any) -> str | None:
         return self.node_ids.get(fn) if fn is not None else None
-
-
-def model_device(model: nn.Module) -> torch.device:
-    for p in model.parameters():
-        return p.device
-    for b in model.buffers():
-        return b.device
-    return torch.device("cpu")
-
-
-def to_device(obj: Any, device: torch.device) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.to(device)
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(to_device(o, device) for o in obj)
-    if isinstance(obj, dict):
-        return {k: to_device(v, device) for k, v in obj.items()}
-    return obj
 
 
 def run_probe(script: ModelScript, *, step: int = 0, seed: int | None = 0, model: nn.Module | None = None,

@@ -14,8 +14,9 @@ import torch
 from gradviz.core.diagnosis.findings import Finding, fmt_num
 from gradviz.core.diagnosis.nonfinite import backward_findings, forward_findings
 from gradviz.core.diagnosis.norms import EXPLODE_NORM, global_norm
-from gradviz.core.diagnosis.probe import model_device, run_probe, to_device
-from gradviz.core.script import ModelScript, ScriptError
+from gradviz.core.devices import model_device, to_device
+from gradviz.core.diagnosis.probe import run_probe
+from gradviz.core.script import ModelScript
 
 
 def training_findings(script: ModelScript, steps: int, *, seed: int = 0,
