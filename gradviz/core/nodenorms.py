@@ -49,6 +49,59 @@ class NodeNormSampler:
         self.hook_calls = 0          # prehook invocations, over the sampler's life (tests use it)
         self.last_n_nodes = 0
 
+    def hooked_backward(self, nodes: Sequence[Any], backward: Callable[[], Any],
+                        skip: Sequence[bool] | None = None, missing: float = float("nan")) -> np.ndarray:
+        """Run ``backward`` with a norm prehook on each of ``nodes`` (``walk()``'s list for the
+        roots ``backward`` differentiates) but those where ``skip[k]`` is true.
+
+        Returns float64 norms aligned with ``nodes``; ``missing`` (default NaN) where not
+        hooked, where the hook never ran or where every incoming gradient was None. The fast path of
+        ``sample`` for callers that walked the graph already (the recorder).
+        """
+        n = len(nodes)
+        out: list[Any] = [None] * n
+        vector_norm = torch.linalg.vector_norm
+        f32 = torch.float32
+        calls = [0]
+
+        def make_hook(k: int) -> Callable:
+            def hook(grad_outputs):
+                calls[0] += 1
+                if len(grad_outputs) == 1:
+                    g = grad_outputs[0]
+                    if g is not None:
+                        out[k] = vector_norm(g) if g.dtype is f32 else vector_norm(g, dtype=f32)
+                        return None
+                gs = [g for g in grad_outputs if g is not None]
+                if gs:
+                    out[k] = vector_norm(torch.stack([vector_norm(g, dtype=f32).to(gs[0].device) for g in gs]))
+                return None
+            return hook
+
+        handles = []
+        try:
+            if skip is None:
+                handles = [fn.register_prehook(make_hook(k)) for k, fn in enumerate(nodes)]
+            else:
+                handles = [fn.register_prehook(make_hook(k)) for k, fn in enumerate(nodes) if not skip[k]]
+            backward()
+        finally:
+            for h in handles:
+                h.remove()
+            handles = []
+            self.hook_calls += calls[0]
+        ran = [k for k, v in enumerate(out) if v is not None]
+        values = np.full(n, missing)
+        if ran:
+            parts = [out[k] for k in ran]
+            with torch.no_grad():
+                try:
+                    stacked = torch.stack(parts)
+                except RuntimeError:                 # mixed devices / dtypes
+                    stacked = torch.stack([t.to(parts[0].device, torch.float32) for t in parts])
+            values[ran] = stacked.to("cpu", torch.float64).numpy()
+        return values
+
     def sample(self, roots: torch.Tensor | Sequence[torch.Tensor], backward: Callable[[], Any] | None = None,
                inputs: Sequence[Any] = (), *, unscale: torch.Tensor | float | None = None,
                params: bool = True, root_grad: float = 1.0) -> dict[str, float | None]:

@@ -73,6 +73,8 @@ from gradviz.core.walk import walk
 
 __all__ = ["watch", "Watch", "unwrap_model", "dist_info"]
 
+_ONE = np.ones(1)
+_MISSING = np.full(1, NO_VALUE)
 UPDATE_BUDGET = 0.02         # auto update-ratio cadence: at most this fraction of the step time
 
 
@@ -356,11 +358,10 @@ class Watch:
         out = []
         for i, (s, t, _, lr, _, updated, node) in enumerate(rows):
             if node is not None:
-                gid, nodes, result = node
-                for j, name in enumerate(self.param_names):
-                    result[f"param:{name}"] = float(arr["param_norms"][i, j]) if has[i, j] else None
-                values = [NO_VALUE if (v := result.get(nid)) is None else v for nid in nodes]
-                self._writer.add_node_norms(s, gid, np.array(values, dtype="<f4").tobytes())
+                gid, sel, values = node
+                full = np.concatenate([values, _ONE, np.where(has[i], arr["param_norms"][i], NO_VALUE), _MISSING])
+                picked = full[sel]
+                self._writer.add_node_norms(s, gid, picked.astype("<f4").tobytes())
             out.append((int(s), float(t), real(losses[i]), real(grad_norm[i]), real(lr),
                         real(float(global_ratio[i])) if updated else None, grad_blobs[i].tobytes(),
                         ratio_blobs[i].tobytes() if updated else None, int(node is not None)))
@@ -411,30 +412,40 @@ class Watch:
         root = args[0] if args else kwargs.get("self")
         if not isinstance(root, torch.Tensor) or root.grad_fn is None or self._closed:
             return func(*args, **kwargs)
+        nodes, edges = walk([root.grad_fn])          # one walk: structure hash and hooks
         entry = None
         try:
-            entry = self._structure(root)
+            entry = self._structure(root, nodes, edges)
         except Exception as exc:                         # never break the user's backward
             self.graph_error = f"{type(exc).__name__}: {exc}"
         self._capture = None
+        del edges
 
         def backward():
             return func(*args, **kwargs)
 
         # parameters: their norms come from the step row (StepStats), not a second pass here
-        result = self._sampler.sample(root, backward, params=False)   # errors in backward propagate as they are
+        skip = [hasattr(fn, "variable") and id(fn.variable) in self._param_ids for fn in nodes]
+        self._sampler.last_n_nodes = len(nodes)
+        try:
+            values = self._sampler.hooked_backward(nodes, backward, skip, missing=NO_VALUE)   # backward errors propagate
+        finally:
+            del nodes
         if entry is not None:
-            self._node_result = (entry[0], entry[1], result)
+            self._node_result = (entry[0], entry[3], values)
         return None
 
-    def _structure(self, root: torch.Tensor) -> tuple[int, list[str], bool] | None:
-        nodes, edges = walk([root.grad_fn])
-        # structure hash: node types in walk order, the parameter behind each leaf, edges by position
-        index = {fn: i for i, fn in enumerate(nodes)}
+    def _structure(self, root: torch.Tensor, nodes: list, edges: list) -> tuple | None:
+        """(graph id, node ids of the stored graph, has modules, selector) of this graph's structure.
+
+        The selector maps each stored node id to where its norm comes from: an index into
+        ``concat(walk-order node norms, [1.0 for the loss], param grad norms, [NO_VALUE])``."""
+        # structure key: node types in walk order, the parameter behind each leaf, edges by position
         pid = self._param_ids
+        index = {fn: i for i, fn in enumerate(nodes)}
         key = (tuple(map(type, nodes)),
                tuple(pid.get(id(fn.variable), "") if hasattr(fn, "variable") else "" for fn in nodes),
-               tuple((index[a], index[b], nr) for a, b, nr in edges))
+               tuple([(index[a], index[b], nr) for a, b, nr in edges]))
         digest = self._hash_cache.get(key)
         if digest is None:
             h = hashlib.blake2b(digest_size=16)
@@ -445,14 +456,15 @@ class Watch:
             if len(self._hash_cache) > 64:
                 self._hash_cache.clear()
             self._hash_cache[key] = digest
-        del index, edges
+        del index
         known = self._graphs.get(digest)
         cap = self._capture
         if known is not None and (known[2] or cap is None):
             return known
         ids = node_ids_for(nodes, self._param_ids, {})
         if not self.record_graph:
-            entry = (0, ids + ["loss"], True)
+            node_list = ids + ["loss"]
+            entry = (0, node_list, True, self._selector(ids, node_list))
             self._graphs[digest] = entry
             return entry
         from gradviz.core.record.reader import graph_to_json
@@ -473,13 +485,22 @@ class Watch:
         text = graph_to_json(g)
         if known is not None:                       # same structure, now with module paths
             self._writer.update_graph(known[0], text)
-            entry = (known[0], known[1], True)
+            entry = (known[0], known[1], True, known[3])
         else:
             gid = self._writer.add_graph(self._step, digest, node_list, text)
-            entry = (gid, node_list, cap is not None)
+            entry = (gid, node_list, cap is not None, self._selector(ids, node_list))
         self._graphs[digest] = entry
         self._needs_capture = self.capture_modules and not entry[2]
         return entry
+
+    def _selector(self, ids: list[str], node_list: list[str]) -> np.ndarray:
+        n_walk, n_par = len(ids), len(self.param_names)
+        where = {nid: k for k, nid in enumerate(ids) if not nid.startswith("param:")}
+        where["loss"] = n_walk
+        for j, name in enumerate(self.param_names):
+            where[f"param:{name}"] = n_walk + 1 + j
+        missing = n_walk + 1 + n_par
+        return np.array([where.get(nid, missing) for nid in node_list], dtype=np.intp)
 
 
 def _close_writer(writer: RunWriter) -> None:
