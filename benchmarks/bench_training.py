@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT / "samples"))
 
 import torch  # noqa: E402
 
+torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))   # same thread count for both loops
+
 from gradviz.core.script import load_script  # noqa: E402
 from gradviz.core.trainer import TrainConfig, Trainer  # noqa: E402
 

@@ -52,6 +52,9 @@ def _flat(t: torch.Tensor) -> np.ndarray:
     except RuntimeError:                  # requires grad, conj/neg bit...
         return t.detach().resolve_conj().resolve_neg().numpy().reshape(-1)
 
+_vdot = np.vdot                    # flattens C-contiguous arrays itself (no reshape call)
+_numpy = torch.Tensor.numpy
+
 ROW_KEYS = ("loss", "grad_norm", "grad_norm_clipped", "param_norms", "has_grad", "weight_norms",
             "update_ratios", "lr", "step_time", "nonfinite")
 
@@ -126,7 +129,16 @@ class StepStats:
         global norm as a device tensor when clipping (else None: no extra kernel).
         ``updates=False`` skips the update ratios for this step (NaN in the row).
         """
-        self._updates_now = self.track_updates and updates
+        self._updates_now = upd = self.track_updates and updates
+        if self._numpy and max_norm is None and not upd:
+            # the common cheap step: gradient norms only, with as few Python calls as possible
+            try:
+                self._host_sq = [_vdot(a, a) for a in map(_numpy, [p.grad for p in self.params])]
+            except (TypeError, RuntimeError, ValueError):     # a None grad / a grad needing grad: below
+                pass
+            else:
+                self._n_grads = self.n
+                return None
         params = self.params
         grads = [p.grad for p in params]
         key = tuple(i for i, g in enumerate(grads) if g is None)      # usually (): every grad there

@@ -23,6 +23,11 @@ What is recorded, per step (one row per ``w.step`` call):
   gradients the optimizer consumed. So ``w.step(loss); opt.step()`` and
   ``opt.step(); w.step(loss)`` record the same thing. A step whose optimizer step
   never ran (gradient accumulation, a GradScaler skip) has no update ratios.
+  Cadence: ``update_ratio_every=N`` measures them every N steps; the default
+  (None) measures every step for the first 10 steps, then as often as keeps their
+  cost (a copy of the weights and two passes over them) under 2 % of the step time,
+  re-planned every 50 steps: on small, fast models that is every few steps. Steps
+  not measured have no update ratios (like a step without an optimizer step).
 * every ``every`` steps (steps 0, every, 2*every, ...): the gradient norm at every
   node of the autograd graph, with the node ids of ``gradviz.core.trace``; and the
   graph structure itself (JSON) the first time and whenever its structure hash
@@ -208,6 +213,7 @@ class Watch:
         if optimizer is not None:
             self._handles.append(optimizer.register_step_pre_hook(self._opt_pre))
             self._handles.append(optimizer.register_step_post_hook(self._opt_post))
+        self._writer.before_commit = weakref.WeakMethod(self._drain)
         self._finalizer = weakref.finalize(self, _close_writer, self._writer)
         atexit.register(self._finalizer)
 
@@ -338,6 +344,10 @@ class Watch:
 
     def _flush(self) -> None:
         """Convert the buffered rows (one numpy pass) and commit them in one transaction."""
+        self._writer.commit()            # calls _drain first
+
+    def _drain(self) -> None:
+        """Hand the buffered rows to the writer (converted in one numpy pass), without committing."""
         self._last_flush = time.monotonic()
         rows, self._rows = self._rows, []
         if not rows:
@@ -366,7 +376,6 @@ class Watch:
                         real(float(global_ratio[i])) if updated else None, grad_blobs[i].tobytes(),
                         ratio_blobs[i].tobytes() if updated else None, int(node is not None)))
         self._writer.add_step_rows(out)
-        self._writer.commit()
 
     # -- node norms -----------------------------------------------------------
     def _sampled_next(self) -> bool:
@@ -556,5 +565,13 @@ def _global_ratio(ratios: np.ndarray, weights: np.ndarray) -> float:
 
 def watch(model: nn.Module, path: str | os.PathLike, every: int | None = 10,
           optimizer: torch.optim.Optimizer | None = None, **options: Any) -> Watch:
-    """Record a training loop into ``path`` (see ``gradviz.core.record.recorder``)."""
+    """Record a training loop into ``path`` (see ``gradviz.core.record.recorder``).
+
+    With ``optimizer=``, update ratios are measured on a cadence: every step for the
+    first 10 steps, then as often as keeps their cost under 2 % of the step time
+    (``update_ratio_every=N`` forces every N steps); unmeasured steps have none.
+    Rows are buffered in memory and committed every ``commit_every`` steps or
+    ``commit_seconds``; a watch garbage-collected without ``close()`` may lose the
+    uncommitted ones (``close()``, a ``with`` block or interpreter exit commit them).
+    """
     return Watch(model, path, every=every, optimizer=optimizer, **options)

@@ -54,6 +54,8 @@ class RunWriter:
         self.committed_step: int | None = None     # last step durably in the file
         self._last_step: int | None = None
         self._conn: sqlite3.Connection | None = None
+        # called first by commit(): lets an owner that buffers rows itself hand them over
+        self.before_commit = None
         self._open(meta, overwrite)
 
     # -- opening ----------------------------------------------------------
@@ -157,6 +159,10 @@ class RunWriter:
     def commit(self) -> None:
         """Write the buffered rows in one transaction."""
         self._last_commit = time.monotonic()
+        if self.before_commit is not None:
+            fn = self.before_commit()
+            if fn is not None:
+                fn()
         if not self._steps and not self._nodes:
             return
         conn = self._require()
