@@ -14,7 +14,7 @@ from gradviz.app.document import TraceResult, ViewResult
 from gradviz.app.trace_worker import JobRunner, graph_job, trace_job, view_job
 from gradviz.core.record.schema import EXTENSION as RUN_EXTENSION
 
-AUTO_BOXES = 200
+AUTO_BOXES = 220  # "about 200" items in the first view (see grouping.auto_depth)
 
 
 class GraphSync:
