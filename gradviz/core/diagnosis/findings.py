@@ -5,6 +5,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from gradviz.core.export import json_safe
+
 SEVERITIES = ("error", "warning", "info")
 
 # code -> default severity; the order is the order of the checklist
@@ -55,7 +57,7 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (non-finite numbers become the strings 'nan', 'inf', '-inf')."""
-        return _json_safe(asdict(self))
+        return json_safe(asdict(self))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Finding":
@@ -72,25 +74,6 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
     order = list(CODES)
     return sorted(findings, key=lambda f: (severity_rank(f.severity),
                                            order.index(f.code) if f.code in order else len(order)))
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, float):
-        if math.isnan(obj):
-            return "nan"
-        if math.isinf(obj):
-            return "inf" if obj > 0 else "-inf"
-        return obj
-    if isinstance(obj, dict):
-        return {str(k): _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_json_safe(v) for v in obj]
-    if obj is None or isinstance(obj, (str, int, bool)):
-        return obj
-    try:  # numpy / torch scalars
-        return _json_safe(obj.item())
-    except Exception:
-        return str(obj)
 
 
 def fmt_params(names: list[str], limit: int = 6) -> str:
