@@ -314,12 +314,26 @@ class StepStats:
 
     def _finish_numpy(self, loss: Any, lr: float | None) -> dict:
         # the same row as finish(), with as few numpy calls as possible (this runs every step)
+        return self.build_row(self.capture(loss, lr))
+
+    def capture(self, loss: Any, lr: float | None) -> tuple:
+        """CPU fast path: the step's numbers for a row built later by ``build_row`` (no numpy work).
+
+        Call instead of ``finish`` (after ``grads_ready`` / ``after_update``); ``step_time`` is
+        taken now. ``build_row(capture(...))`` equals what ``finish`` returns.
+        """
         if isinstance(loss, torch.Tensor):
             loss_value = loss.item()
         else:
             loss_value = _NAN if loss is None else float(loss)
-        sq = self._host_sq
-        g, n = self._n_grads, self.n
+        g = self._n_grads
+        return (self._host_sq, g, self._present if g != self.n else None, self._have_delta, self._max_norm,
+                loss_value, _NAN if lr is None else float(lr), time.perf_counter() - self._t0)
+
+    def build_row(self, captured: tuple) -> dict:
+        """The row of a ``capture`` result (see ``finish``)."""
+        sq, g, present, have_delta, max_norm, loss_value, lr, step_time = captured
+        n = self.n
         total_sq = math.fsum(sq[:g]) if g else 0.0
         values = np.sqrt(np.array(sq, dtype=np.float64))
         if g == n:
@@ -329,11 +343,11 @@ class StepStats:
             param_norms = np.full(n, _NAN)
             has_grad = np.zeros(n, dtype=bool)
             if g:
-                idx = self._present
+                idx = present
                 param_norms[idx] = values[:g]
                 has_grad[idx] = True
         weight_norms = values[g:g + n] if len(values) >= g + n else self._all_nan
-        if self._have_delta:
+        if have_delta:
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratios = values[g + n:] / weight_norms
         else:
@@ -344,13 +358,12 @@ class StepStats:
             total = float(np.linalg.norm(values[:g]))
             nonfinite = int(np.count_nonzero(~np.isfinite(values[:g])))
         clipped = total
-        if self._max_norm is not None and math.isfinite(total):
-            clipped = total * min(1.0, self._max_norm / (total + 1e-6))
+        if max_norm is not None and math.isfinite(total):
+            clipped = total * min(1.0, max_norm / (total + 1e-6))
         return {
             "loss": loss_value, "grad_norm": total, "grad_norm_clipped": clipped, "param_norms": param_norms,
             "has_grad": has_grad, "weight_norms": weight_norms, "update_ratios": ratios,
-            "lr": _NAN if lr is None else float(lr), "step_time": time.perf_counter() - self._t0,
-            "nonfinite": nonfinite,
+            "lr": lr, "step_time": step_time, "nonfinite": nonfinite,
         }
 
     # -- batched consumers (the recorder) -----------------------------------

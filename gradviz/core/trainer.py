@@ -29,7 +29,7 @@ from gradviz.core.nodenorms import NodeNormSampler, prepare_inputs
 from gradviz.core.script import ModelScript, ScriptError, check_loss, error_from_exception, load_script
 from gradviz.core.stepstats import StepStats
 
-__all__ = ["TrainConfig", "Trainer", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
+__all__ = ["TrainConfig", "Trainer", "LazyRow", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
            "available_devices", "lr_factor"]
 
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
@@ -133,6 +133,58 @@ def _with_step(exc: ScriptError, step: int) -> ScriptError:
                       details=exc.details)
     err.step = step
     return err
+
+
+class LazyRow(dict):
+    """A step row (a dict) whose statistics are built from the captured numbers on first use.
+
+    ``step`` and ``node_norms`` are there at once; reading any other key (or iterating,
+    ``len``, ``get``, ``in``, copying...) builds the rest (``StepStats.build_row``), once.
+    """
+
+    __slots__ = ("_build", "_captured")
+
+    def __init__(self, build: Callable[[tuple], dict], captured: tuple, step: int) -> None:
+        dict.__init__(self, step=step, node_norms=None)
+        self._build = build
+        self._captured = captured
+
+    def _fill(self) -> None:
+        build = self._build
+        if build is None:
+            return
+        self._build = None
+        built = build(self._captured)
+        self._captured = None
+        for key, value in built.items():
+            if not dict.__contains__(self, key):
+                dict.__setitem__(self, key, value)
+
+    def __missing__(self, key):
+        if self._build is None:
+            raise KeyError(key)
+        self._fill()
+        return dict.__getitem__(self, key)
+
+    def _filled(name):  # noqa: N805 - builds the methods below
+        base = getattr(dict, name)
+
+        def method(self, *args, **kwargs):
+            self._fill()
+            return base(self, *args, **kwargs)
+        method.__name__ = name
+        return method
+
+    for _name in ("__contains__", "__iter__", "__len__", "__repr__", "__eq__", "__ne__", "__reversed__",
+                  "__or__", "__ror__", "get", "keys", "items", "values", "copy", "pop", "popitem",
+                  "setdefault"):
+        locals()[_name] = _filled(_name)
+    del _name, _filled
+    __hash__ = None
+
+    def __reduce__(self):
+        self._fill()
+        return dict, (dict(self.items()),)
 
 
 class Trainer:
@@ -327,6 +379,17 @@ class Trainer:
             spent = 3 * (time.perf_counter() - t_a)
             self._update_cost = spent if not self._update_cost else 0.9 * self._update_cost + 0.1 * spent
         lr = opt.param_groups[0]["lr"]
+        if stats._numpy and node_norms is None:
+            # the hot path: capture the step's numbers; the row's arrays are built when first read
+            captured = stats.capture(loss_sum, lr)
+            st, loss_value = captured[7], captured[5]
+            self._step_cost = st if not self._step_cost else 0.9 * self._step_cost + 0.1 * st
+            if not math.isfinite(loss_value):
+                stats.restore_weights()
+                self._raise_nonfinite(s, loss_value)
+            self.step_index = s + 1
+            self._apply_schedule(s + 1)
+            return LazyRow(stats.build_row, captured, s)
         row = stats.finish(loss_sum / k if (k > 1 and not self._check_early) else loss_sum, lr)
         row["step"] = s
         st = row["step_time"]
