@@ -31,3 +31,14 @@ def test_colour_range_api_for_extensions(qtbot, window):  # noqa: F811
     window.set_color_range(None)
     assert window.color_range() != (hi * 10, hi * 100)
     assert window.node_color("no-such-node") is None
+
+
+def test_live_norms_refit_the_colour_range_unless_fixed(qtbot, window):  # noqa: F811
+    open_and_wait(qtbot, window, SAMPLES / "mlp_digits.py")
+    lo, hi = window.color_range()
+    small = {n: lo / 1000 for n in window.document.graph.nodes}
+    window.set_node_norms(small)                 # training made every gradient much smaller
+    assert window.color_range()[0] <= lo / 1000  # the colour bar follows the data
+    window.set_color_range(lo, hi)               # the user fixes the range
+    window.set_node_norms({n: lo / 1e6 for n in window.document.graph.nodes})
+    assert window.color_range() == (lo, hi)

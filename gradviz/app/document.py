@@ -53,6 +53,7 @@ class Document:
         self.marked_nodes: dict[str, list[str]] = {}
         self._order: dict[str, int] | None = None
         self._range: tuple[float, float] | None = None
+        self.fixed_range: tuple[float, float] | None = None   # set by the user; None = follow the data
 
     # -- state changes ------------------------------------------------------
     def set_trace(self, result: TraceResult) -> None:

@@ -181,9 +181,10 @@ class GraphSync:
         win, doc = self.window, self.document
         scene = win.scene
         scene.set_graph(doc.view, doc.layout)
-        rng = doc.norm_range()
+        # one range for every grouping of the graph; it follows live norms unless the user fixed it
+        rng = doc.fixed_range or doc.norm_range()
         if rng is not None:
-            scene.set_color_range(*rng)
+            scene.set_color_range(*rng, follow=doc.fixed_range is None)
         if doc.norms:
             scene.set_norms(doc.view_norms(doc.norms))
         for style, edges in doc.marked_edges.items():

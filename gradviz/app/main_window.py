@@ -146,6 +146,7 @@ class MainWindow(QMainWindow):
 
     def set_color_range(self, lo: float | None, hi: float | None = None) -> None:
         """Fix the colour bar's range (e.g. during training); ``None`` follows the data."""
+        self.document.fixed_range = (lo, hi) if lo is not None and hi is not None else None
         self.scene.set_color_range(lo, hi)
 
     def color_range(self) -> tuple[float, float]:

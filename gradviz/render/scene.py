@@ -242,13 +242,15 @@ class GraphScene(QGraphicsScene):
     def color_scale(self) -> LogColorScale:
         return self._scale
 
-    def set_color_range(self, lo: float | None, hi: float | None = None) -> None:
-        """Fix the colour range (e.g. across training steps); ``None`` goes back to automatic."""
+    def set_color_range(self, lo: float | None, hi: float | None = None, *, follow: bool = False) -> None:
+        """Set the colour range. Fixed by default (e.g. across training steps); with
+        ``follow=True`` it is only a starting point that live norms may refit; ``None``
+        fits it to the current norms and follows them."""
         if lo is None or hi is None:
             self._fixed_range = False
             self._scale = LogColorScale(*auto_range(self.norms))
         else:
-            self._fixed_range = True
+            self._fixed_range = not follow
             self._scale = LogColorScale(lo, hi)
         self._recolor()
 

@@ -259,10 +259,10 @@ class TrainingPlots(QWidget):
         five plots together, and the timer slows down when drawing is expensive.
         """
         h = self.history
-        if force:
-            self._dirty = list(range(len(self.plots)))
-        elif h.version != self._drawn and self.isVisible():
-            self._dirty = list(range(len(self.plots)))
+        if force or (h.version != self._drawn and self.isVisible()):
+            # queue the plots not already waiting, behind those that are: a plot the budget
+            # skipped last tick goes first now, so none starves while data keeps arriving
+            self._dirty += [i for i in range(len(self.plots)) if i not in self._dirty]
         if not self._dirty:
             return
         self._drawn = h.version
