@@ -68,8 +68,8 @@ def run(args) -> int:
         print(f"gradviz gradcheck: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        from gradviz.core.diagnosis.findings import _json_safe
-        print(json.dumps(_json_safe({"script": args.script, **report.to_dict()}), indent=2))
+        from gradviz.core.export import json_safe
+        print(json.dumps(json_safe({"script": args.script, **report.to_dict()}), indent=2))
     else:
         print(format_report(args.script, report))
     return 0 if report.ok else 1
