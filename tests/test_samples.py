@@ -13,7 +13,6 @@ import os
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -142,10 +141,10 @@ def test_healthy_sample_metrics_and_optimizer(name):
 
 
 def test_mlp_digits_reaches_90_percent():
+    """300 steps (time to 90 % is measured in benchmarks/bench_training.py, not here)."""
     mod = sample("mlp_digits")
     net = build(mod)
     opt = mod.optimizer(net.parameters())
-    t0 = time.perf_counter()
     for step in range(300):
         inputs, targets = mod.batch(step)
         loss = mod.loss_fn(net(inputs), targets)
@@ -154,7 +153,6 @@ def test_mlp_digits_reaches_90_percent():
         opt.step()
     acc = mod.metrics(net)["accuracy"]
     assert acc >= 0.90, acc
-    assert time.perf_counter() - t0 < 10
 
 
 def test_mlp_digits_architecture():
@@ -342,8 +340,7 @@ def test_bug_script_documents_its_finding(name):
 
 
 @pytest.mark.parametrize("name", BUG_SCRIPTS)
-def test_bug_script_is_fast_and_deterministic(name):
-    t0 = time.perf_counter()
+def test_bug_script_is_deterministic(name):
     mod = bug(name)
     net = build(mod)
     x0, y0 = mod.batch(0)
@@ -353,7 +350,6 @@ def test_bug_script_is_fast_and_deterministic(name):
             loss.backward()
     except RuntimeError:
         pass  # inplace.py fails in backward by design
-    assert time.perf_counter() - t0 < 2.0  # well under a second in practice
     x1, y1 = mod.batch(0)
     assert torch.equal(x0, x1) and torch.equal(y0, y1)
     for p, q in zip(build(mod, 5).parameters(), build(mod, 5).parameters()):
