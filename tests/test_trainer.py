@@ -249,3 +249,36 @@ def test_cli_exit_codes(tmp_path):
     bad.write_text(TINY.format(k=1, extra="\n\n_ce = loss_fn\ndef loss_fn(o, y):\n    return _ce(o, y) / 0 * 0\n"))
     r = _cli(str(bad), "--steps", "5")
     assert r.returncode == 1 and "step 0" in r.stderr and "non-finite" in r.stderr
+
+
+@pytest.mark.parametrize("clip", [None, 0.5])
+def test_lazy_rows_equal_finished_rows_and_batch_columns(clip):
+    """Trainer.step's rows are built on first read; built one by one or in one batch
+    (the training worker), they hold exactly what StepStats.finish gives."""
+    pytest.importorskip("PySide6")
+    from gradviz.app.training.worker import _lazy_columns, rows_to_columns
+    from gradviz.core.trainer import LazyRow
+
+    cfg = TrainConfig(device="cpu", seed=0, node_sample_interval_s=None, max_grad_norm=clip, update_ratio_every=2)
+    tr = Trainer(str(SAMPLES / "mlp_digits.py"), cfg)
+    rows = [tr.step() for _ in range(12)]
+    assert all(isinstance(r, LazyRow) and not r.built for r in rows)
+    assert rows[0].pop("node_norms") is None and not rows[0].built       # eager keys do not build
+    fast = _lazy_columns(rows)
+    assert fast is not None
+    slow = rows_to_columns([dict(r) for r in rows])
+    assert rows[3].built and "grad_norm" in rows[3] and len(rows[3]) == 12
+    for key, value in slow.items():
+        assert fast[key].dtype == value.dtype
+        assert np.array_equal(fast[key], value, equal_nan=True), key
+    # and the same numbers as a plain loop measured with torch
+    torch.manual_seed(0)
+    again = Trainer(str(SAMPLES / "mlp_digits.py"), cfg)
+    again.step()
+    grads = {n: p.grad.norm().item() for n, p in again.model.named_parameters()}
+    total = math.sqrt(sum(v * v for v in grads.values()))
+    first = dict(Trainer(str(SAMPLES / "mlp_digits.py"), cfg).step())
+    # (with clipping, p.grad after the step is the clipped gradient)
+    assert first["grad_norm" if clip is None else "grad_norm_clipped"] == pytest.approx(total, rel=1e-5)
+    if clip is None:
+        assert [first["param_norms"][i] for i in range(len(grads))] == pytest.approx(list(grads.values()), rel=1e-5)

@@ -70,7 +70,7 @@ def test_start_pause_resume_stop(qtbot, win):
     qtbot.waitUntil(lambda: panel.state == "stopped", timeout=5_000)
     total = _steps(panel)
     qtbot.waitUntil(lambda: len(panel.history) == total, timeout=5_000)
-    panel.plots.refresh()
+    panel.plots.refresh(force=True)           # all plots now (a plain refresh stops at its 12 ms budget)
     assert panel.plots.points() == total            # the plots hold every step
     steps = panel.history.column("step")
     assert list(steps) == list(range(total))

@@ -366,6 +366,49 @@ class StepStats:
             "lr": lr, "step_time": step_time, "nonfinite": nonfinite,
         }
 
+    def build_columns(self, captured: list[tuple]) -> dict | None:
+        """Many ``capture`` results at once: the columns ``build_row`` would give, stacked.
+
+        Returns float64 ``loss``, ``grad_norm``, ``grad_norm_clipped``, ``lr``, ``step_time``
+        (R), ``param_norms``, ``weight_norms``, ``update_ratios`` (R x n) and int64
+        ``nonfinite``; None when some step lacked a gradient (build those rows one by one).
+        """
+        n, r_count = self.n, len(captured)
+        if not r_count or any(c[1] != n for c in captured):
+            return None
+        norms = np.empty((r_count, n))
+        weights = np.full((r_count, n), _NAN)
+        ratios = np.full((r_count, n), _NAN)
+        groups: dict[tuple, list[int]] = {}
+        for i, c in enumerate(captured):
+            groups.setdefault((len(c[0]), c[3]), []).append(i)
+        for (length, have_delta), idx in groups.items():
+            block = np.sqrt(np.array([captured[i][0] for i in idx], dtype=np.float64).reshape(len(idx), length))
+            norms[idx] = block[:, :n]
+            if length >= 2 * n:
+                weights[idx] = block[:, n:2 * n]
+                if have_delta:
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        ratios[idx] = block[:, 2 * n:] / block[:, n:2 * n]
+        fsum, sqrt, isfinite = math.fsum, math.sqrt, math.isfinite
+        total = np.empty(r_count)
+        clipped = np.empty(r_count)
+        nonfinite = np.zeros(r_count, dtype=np.int64)
+        for i, c in enumerate(captured):
+            t_sq = fsum(c[0][:n])
+            if isfinite(t_sq):
+                t = sqrt(t_sq)
+            else:
+                t = float(np.linalg.norm(norms[i]))
+                nonfinite[i] = int(np.count_nonzero(~np.isfinite(norms[i])))
+            total[i] = t
+            max_norm = c[4]
+            clipped[i] = t * min(1.0, max_norm / (t + 1e-6)) if (max_norm is not None and isfinite(t)) else t
+        return {"loss": np.array([c[5] for c in captured], dtype=np.float64), "grad_norm": total,
+                "grad_norm_clipped": clipped, "param_norms": norms, "weight_norms": weights,
+                "update_ratios": ratios, "lr": np.array([c[6] for c in captured], dtype=np.float64),
+                "step_time": np.array([c[7] for c in captured], dtype=np.float64), "nonfinite": nonfinite}
+
     # -- batched consumers (the recorder) -----------------------------------
     def raw(self) -> tuple:
         """The step's numbers as computed, with no host work: for consumers that batch rows.

@@ -176,11 +176,24 @@ class LazyRow(dict):
         return method
 
     for _name in ("__contains__", "__iter__", "__len__", "__repr__", "__eq__", "__ne__", "__reversed__",
-                  "__or__", "__ror__", "get", "keys", "items", "values", "copy", "pop", "popitem",
-                  "setdefault"):
+                  "__or__", "__ror__", "get", "keys", "items", "values", "copy", "popitem", "setdefault"):
         locals()[_name] = _filled(_name)
     del _name, _filled
     __hash__ = None
+
+    def pop(self, key, *default):
+        if self._build is not None and not dict.__contains__(self, key):
+            self._fill()                    # a key of the built part: build first
+        return dict.pop(self, key, *default)
+
+    @property
+    def built(self) -> bool:
+        """Whether the statistics have been built (read) already."""
+        return self._build is None
+
+    def captured(self) -> tuple | None:
+        """The captured numbers (``StepStats.capture``) while not built yet, else None."""
+        return self._captured if self._build is not None else None
 
     def __reduce__(self):
         self._fill()

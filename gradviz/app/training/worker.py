@@ -17,7 +17,7 @@ from dataclasses import fields, replace
 import numpy as np
 from PySide6.QtCore import QThread, Signal
 
-from gradviz.core.trainer import TrainConfig, Trainer
+from gradviz.core.trainer import LazyRow, TrainConfig, Trainer
 
 EMIT_HZ = 30
 # changing these needs a new model / optimizer; the others apply between two steps
@@ -25,7 +25,12 @@ _REBUILD = ("device", "optimizer", "amp", "amp_dtype", "seed", "momentum", "weig
 
 
 def rows_to_columns(rows: list[dict]) -> dict:
-    """Step rows -> one dict of numpy columns (what History.extend takes)."""
+    """Step rows -> one dict of numpy columns (what History.extend takes).
+
+    Rows of ``Trainer.step`` not read yet (``LazyRow``) are converted in one numpy pass."""
+    fast = _lazy_columns(rows)
+    if fast is not None:
+        return fast
     out = {
         "step": np.fromiter((r["step"] for r in rows), dtype=np.int64, count=len(rows)),
     }
@@ -35,6 +40,27 @@ def rows_to_columns(rows: list[dict]) -> dict:
     out["update_ratios"] = np.stack([r["update_ratios"] for r in rows]).astype(np.float32, copy=False)
     out["nonfinite"] = np.fromiter((r["nonfinite"] for r in rows), dtype=np.int64, count=len(rows))
     return out
+
+
+def _lazy_columns(rows: list[dict]) -> dict | None:
+    first = rows[0] if rows else None
+    if not isinstance(first, LazyRow) or first.built:
+        return None
+    build = first._build
+    stats = getattr(build, "__self__", None)
+    if stats is None or not all(isinstance(r, LazyRow) and not r.built and r._build == build for r in rows):
+        return None
+    cols = stats.build_columns([r.captured() for r in rows])
+    if cols is None:
+        return None
+    return {
+        "step": np.fromiter((dict.__getitem__(r, "step") for r in rows), dtype=np.int64, count=len(rows)),
+        "loss": cols["loss"], "grad_norm": cols["grad_norm"], "grad_norm_clipped": cols["grad_norm_clipped"],
+        "lr": cols["lr"], "step_time": cols["step_time"],
+        "param_norms": cols["param_norms"].astype(np.float32, copy=False),
+        "update_ratios": cols["update_ratios"].astype(np.float32, copy=False),
+        "nonfinite": cols["nonfinite"],
+    }
 
 
 def _lower_priority(niceness: int = 5) -> None:
