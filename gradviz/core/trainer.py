@@ -35,7 +35,7 @@ __all__ = ["TrainConfig", "Trainer", "LazyRow", "NonFiniteLossError", "OPTIMIZER
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 SCHEDULES = ("constant", "step", "cosine")
 DEFAULT_LR = {"sgd": 0.01, "sgd-momentum": 0.01, "adam": 1e-3, "adamw": 1e-3}
-UPDATE_BUDGET = 0.03          # auto update-ratio cadence: at most this fraction of the step time
+UPDATE_BUDGET = 0.02          # auto update-ratio cadence: at most this fraction of the step time
 
 
 @dataclass
