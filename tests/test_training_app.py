@@ -202,3 +202,53 @@ def test_no_plot_starves_when_every_tick_is_over_budget(qtbot, monkeypatch):
         widget.refresh()
     x, y = widget.lr_curve.getData()
     assert x is not None and len(x) > 0 and np.all(y == 0.5)
+
+
+def test_inspector_follows_the_selected_node_while_training(qtbot, win):
+    """Sampled steps send the selected node's full statistics; the inspector shows them."""
+    panel = win.training_panel
+    nid = "param:fc2.weight"
+    win.select_nodes([nid])
+    traced = win.inspector.field("grad norm")
+    seen = []
+    panel.start()
+    panel.worker.nodeDetail.connect(lambda d: seen.append(d))
+    qtbot.waitUntil(lambda: len(seen) >= 2, timeout=WAIT_MS)
+    panel.stop()
+    assert panel.worker.wait(10_000)
+    qtbot.waitUntil(lambda: panel.state == "stopped", timeout=5_000)
+    last = seen[-1]
+    assert last["id"] == nid and last["grad"]["hist"] is not None and last["value"] is not None
+    node = win.document.graph.nodes[nid]
+    assert node["grad_norm"] == last["grad"]["norm"]
+    assert win.inspector.field("grad norm") == "%.4g" % last["grad"]["norm"] != traced
+
+
+def test_trainer_detail_equals_torch():
+    """The statistics a sampled step reports for one node equal torch's on the same step."""
+    import torch
+    from gradviz.core.trainer import TrainConfig, Trainer
+
+    trainer = Trainer(str(MLP), TrainConfig(node_sample_every=1, seed=0))
+    trainer.detail_node = "param:fc1.weight"
+    for _ in range(3):
+        row = trainer.step()
+    detail = row["node_detail"]
+    # replay the same three steps in plain torch: same seed, same batches, same optimizer
+    from gradviz.core.script import load_script
+
+    script = load_script(MLP)
+    torch.manual_seed(0)
+    model = script.new_model()
+    opt = script.make_optimizer(model.parameters())
+    for step in range(3):
+        inputs, targets = script.get_batch(step)
+        opt.zero_grad(set_to_none=True)
+        loss = script.compute_loss(model, inputs, targets)
+        loss.backward()
+        if step == 2:
+            grad = model.fc1.weight.grad
+            assert detail["grad"]["norm"] == pytest.approx(grad.norm().item(), rel=1e-5)
+            assert detail["grad"]["max"] == pytest.approx(grad.max().item(), rel=1e-5)
+            assert detail["value"]["norm"] == pytest.approx(model.fc1.weight.norm().item(), rel=1e-5)
+        opt.step()

@@ -84,6 +84,22 @@ class Document:
     def modules(self) -> dict[str, dict]:
         return self.graph.graph.get("modules", {}) if self.graph is not None else {}
 
+    def update_node_stats(self, nid: str, grad: dict | None, value: dict | None = None) -> bool:
+        """New gradient (and value) statistics for a node, e.g. from a training step;
+        False when the node is unknown. The full graph and the shown view both follow."""
+        from gradviz.core.stats import prefixed
+
+        if self.graph is None or nid not in self.graph:
+            return False
+        fresh = prefixed(grad, "grad")
+        if value is not None:
+            fresh.update(prefixed(value, "value"))
+        self.graph.nodes[nid].update(fresh)
+        if self.view is not None and nid in self.view:
+            self.view.nodes[nid].update(fresh)
+        self.norms[nid] = fresh["grad_norm"]
+        return True
+
     def node(self, nid: str) -> dict:
         """Attributes of a view node or, failing that, a full-graph node ({} if unknown)."""
         if self.view is not None and nid in self.view:

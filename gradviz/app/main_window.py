@@ -160,6 +160,12 @@ class MainWindow(QMainWindow):
             return None
         return QColor(self.scene.fill_colors[i])
 
+    def update_node_stats(self, nid: str, grad: dict | None, value: dict | None = None) -> None:
+        """Fresh statistics of one node (e.g. the selected one, while training): the
+        inspector shows them at once when that node is selected."""
+        if self.document.update_node_stats(nid, grad, value) and self.selection.selected == nid:
+            self.inspector.show_node(nid, self.document.node(nid), self.document.graph)
+
     def show_graph(self, graph, path) -> None:
         """Display a graph that was not traced here (e.g. read from a run file)."""
         self.sync.show_graph(graph, path)

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gradviz.core.stats import tensor_stats
 from gradviz.core.walk import node_ids_for, root_ids, walk  # noqa: F401  (re-exported)
 
 __all__ = ["NodeNormSampler", "node_ids_for", "root_ids", "prepare_inputs"]
@@ -48,6 +49,7 @@ class NodeNormSampler:
         self._param_names = {id(p): name for name, p in self._params}
         self.hook_calls = 0          # prehook invocations, over the sampler's life (tests use it)
         self.last_n_nodes = 0
+        self.last_detail: tuple[str, dict | None] | None = None   # see ``sample(detail=...)``
 
     def hooked_backward(self, nodes: Sequence[Any], backward: Callable[[], Any],
                         skip: Sequence[bool] | None = None, missing: float = float("nan")) -> np.ndarray:
@@ -104,8 +106,12 @@ class NodeNormSampler:
 
     def sample(self, roots: torch.Tensor | Sequence[torch.Tensor], backward: Callable[[], Any] | None = None,
                inputs: Sequence[Any] = (), *, unscale: torch.Tensor | float | None = None,
-               params: bool = True, root_grad: float = 1.0) -> dict[str, float | None]:
+               params: bool = True, root_grad: float = 1.0, detail: str | None = None) -> dict[str, float | None]:
         """Run ``backward`` (default ``roots.backward()``) with a norm hook on every node.
+
+        ``detail``: the id of one op/input node (e.g. the one selected in the window) whose
+        full gradient statistics (``stats.tensor_stats``, histogram included) are kept in
+        ``last_detail`` as ``(id, stats)``; None when that node did not run.
 
         ``inputs``: the batch's input tensors (their position gives ``input:<i>``).
         ``unscale``: divide the op/input/leaf norms by it (e.g. the GradScaler scale
@@ -124,6 +130,7 @@ class NodeNormSampler:
         seen_norms: list[torch.Tensor] = []
         handles = []
         counter = [0]
+        self.last_detail = None
 
         def make_hook(nid: str) -> Callable:
             def hook(grad_outputs):
@@ -131,6 +138,9 @@ class NodeNormSampler:
                 gs = [g for g in grad_outputs if g is not None]
                 if not gs:
                     return None
+                if nid == detail:
+                    scaled = gs if unscale is None else [g / unscale for g in gs]
+                    self.last_detail = (nid, tensor_stats(scaled))
                 with torch.no_grad():
                     if len(gs) == 1:
                         norm = torch.linalg.vector_norm(gs[0], dtype=torch.float32)

@@ -27,6 +27,7 @@ from torch import nn
 
 from gradviz.core.nodenorms import NodeNormSampler, prepare_inputs
 from gradviz.core.script import ModelScript, ScriptError, check_loss, error_from_exception, load_script
+from gradviz.core.stats import tensor_stats
 from gradviz.core.stepstats import StepStats
 
 __all__ = ["TrainConfig", "Trainer", "LazyRow", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
@@ -214,6 +215,9 @@ class Trainer:
             raise ValueError("accumulation must be at least 1")
         self.device = resolve_device(self.config.device)
         self.amp = bool(self.config.amp) and self.device.type == "cuda"
+        # a node id (e.g. the window's selection) whose full gradient statistics sampled
+        # steps report as row["node_detail"], so an inspector can follow training
+        self.detail_node: str | None = None
         self.reset()
 
     # -- set-up -----------------------------------------------------------
@@ -353,7 +357,7 @@ class Trainer:
             grad = self._root_grad(loss, k)
             if sampled:
                 node_norms = self.sampler.sample(loss, lambda: self._backward(loss, grad), inputs,
-                                                 unscale=grad, params=False)
+                                                 unscale=grad, params=False, detail=self.detail_node)
             else:
                 self._backward(loss, grad)
             if k == 1:
@@ -372,6 +376,7 @@ class Trainer:
         try:
             if self.scaler is not None:
                 self.scaler.unscale_(opt)
+            detail = self._node_detail() if node_norms is not None and self.detail_node else None
             stats.grads_ready(cfg.max_grad_norm, updates)
             if self.scaler is not None:
                 self.scaler.step(opt)
@@ -418,7 +423,22 @@ class Trainer:
             for name, value, has in zip(self.names, row["param_norms"].tolist(), row["has_grad"].tolist()):
                 node_norms[f"param:{name}"] = value if has else None
         row["node_norms"] = node_norms
+        if detail is not None:
+            row["node_detail"] = detail
         return row
+
+    def _node_detail(self) -> dict | None:
+        """Statistics of ``detail_node`` on a sampled step, as the trace would give them."""
+        nid = self.detail_node
+        if nid.startswith("param:"):
+            p = dict(self.model.named_parameters()).get(nid[len("param:"):])
+            if p is None:
+                return None
+            return {"id": nid, "grad": tensor_stats([p.grad]), "value": tensor_stats([p.detach()])}
+        last = self.sampler.last_detail
+        if last is None or last[0] != nid:
+            return None
+        return {"id": nid, "grad": last[1], "value": None}
 
     def _updates_this_step(self, s: int) -> bool:
         every = self.config.update_ratio_every

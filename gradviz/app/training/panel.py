@@ -28,6 +28,7 @@ class TrainingPanel(QWidget):
         self.history = history if history is not None else History()
         self.plots = plots if plots is not None else TrainingPlots(self.history)
         self.worker: TrainingWorker | None = None
+        self._selected: str | None = None     # the graph's selected node: its stats follow training
         self._old_workers: list[TrainingWorker] = []
         self.state = "stopped"
         self.last_metrics: dict = {}
@@ -158,6 +159,8 @@ class TrainingPanel(QWidget):
         w.ready.connect(self._on_ready)
         w.rowsReady.connect(self._on_rows)
         w.nodeNorms.connect(self._on_norms)
+        w.nodeDetail.connect(self._on_detail)
+        w.set_detail_node(self._selected)
         w.metricsReady.connect(self._on_metrics)
         w.stateChanged.connect(self._set_state)
         w.failed.connect(self._on_failed)
@@ -248,6 +251,12 @@ class TrainingPanel(QWidget):
         if self.plots.highlighted:
             self.plots.highlight(self.plots.highlighted, node_color(self.window, f"param:{self.plots.highlighted}"))
 
+    def _on_detail(self, detail: dict) -> None:
+        """Fresh statistics of the selected node: the inspector follows training."""
+        update = getattr(self.window, "update_node_stats", None)
+        if update is not None:
+            update(detail["id"], detail.get("grad"), detail.get("value"))
+
     def _on_metrics(self, metrics: dict) -> None:
         self.last_metrics = dict(metrics)
         if "accuracy" in metrics:
@@ -272,6 +281,9 @@ class TrainingPanel(QWidget):
 
     # -- graph selection --------------------------------------------------
     def node_selected(self, nid: str) -> None:
+        self._selected = nid or None
+        if self.worker is not None:
+            self.worker.set_detail_node(self._selected)
         if nid.startswith("param:"):
             name = nid[len("param:"):]
             if name in self.plots.param_curves:

@@ -82,6 +82,7 @@ class TrainingWorker(QThread):
     ready = Signal(dict)            # {"names": [...], "device": str, "step": int} when a trainer is (re)built
     rowsReady = Signal(dict)        # a batch of step rows as numpy columns (see rows_to_columns)
     nodeNorms = Signal(dict)        # {node_id: norm or None}, on sampled steps
+    nodeDetail = Signal(dict)       # {"id", "grad": stats, "value": stats | None} of the selected node
     metricsReady = Signal(dict)     # the script's metrics(model), now and then
     stateChanged = Signal(str)      # running | paused | stopped
     failed = Signal(object, str)    # exception (ScriptError / NonFiniteLossError / ...), traceback text
@@ -98,6 +99,7 @@ class TrainingWorker(QThread):
         self._go = threading.Event()          # set: train; clear: paused
         self._stop = False
         self._single = 0                      # single steps requested while paused
+        self._detail: str | None = None       # node whose full statistics sampled steps report
         self._reset = False
         self._pending_config: TrainConfig | None = None
         self._evaluate_now = False
@@ -147,6 +149,10 @@ class TrainingWorker(QThread):
             self._pending_config = config
         self.config = config
         self._wake()
+
+    def set_detail_node(self, nid: str | None) -> None:
+        """Report full gradient statistics of this node on sampled steps (None: none)."""
+        self._detail = nid or None
 
     def evaluate_soon(self) -> None:
         self._evaluate_now = True
@@ -211,12 +217,16 @@ class TrainingWorker(QThread):
                             self._wakeup.clear()
                         continue
                 set_state("running" if not single else "paused")
+                trainer.detail_node = self._detail
                 row = trainer.step()
                 self.step_index = trainer.step_index
                 norms = row.pop("node_norms", None)
+                detail = row.pop("node_detail", None) if norms is not None else None
                 rows.append(row)
                 if norms is not None:
                     self.nodeNorms.emit(norms)
+                if detail is not None:
+                    self.nodeDetail.emit(detail)
                 now = time.perf_counter()
                 if single or now - last_emit >= 1.0 / EMIT_HZ:
                     flush()
