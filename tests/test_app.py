@@ -13,7 +13,7 @@ import time
 import pytest
 from PySide6.QtCore import QPoint, Qt, QTimer
 
-from test_app_support import MLP, ROOT, TRANSFORMER, WAIT_MS, change_view, open_and_wait, oracle_grads, window  # noqa: F401
+from test_app_support import MLP, ROOT, TRANSFORMER, WAIT_MS, change_view, open_and_wait, oracle_grads
 
 
 def click_node(qtbot, win, nid, double=False):

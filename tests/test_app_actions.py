@@ -10,7 +10,7 @@ from PySide6.QtCore import QMimeData, QPoint, QPointF, QSettings, Qt, QUrl  # no
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from test_app_support import MLP, WAIT_MS, open_and_wait, window  # noqa: E402,F401
+from test_app_support import MLP, WAIT_MS, open_and_wait
 
 
 def _mime(path) -> QMimeData:
@@ -19,7 +19,7 @@ def _mime(path) -> QMimeData:
     return mime
 
 
-def test_dropping_a_py_file_opens_it(qtbot, window):  # noqa: F811
+def test_dropping_a_py_file_opens_it(qtbot, window):
     mime = _mime(MLP)
     enter = QDragEnterEvent(QPoint(300, 300), Qt.CopyAction, mime, Qt.LeftButton, Qt.NoModifier)
     enter.ignore()
@@ -34,7 +34,7 @@ def test_dropping_a_py_file_opens_it(qtbot, window):  # noqa: F811
     assert "param:fc1.weight" in window.document.view
 
 
-def test_dropping_something_else_is_refused(qtbot, window, tmp_path):  # noqa: F811
+def test_dropping_something_else_is_refused(qtbot, window, tmp_path):
     other = tmp_path / "notes.txt"
     other.write_text("not a model")
     mime = _mime(other)
@@ -48,7 +48,7 @@ def test_dropping_something_else_is_refused(qtbot, window, tmp_path):  # noqa: F
     assert not drop.isAccepted() and window.current_script() is None
 
 
-def test_copy_image_puts_the_graph_on_the_clipboard(qtbot, window):  # noqa: F811
+def test_copy_image_puts_the_graph_on_the_clipboard(qtbot, window):
     open_and_wait(qtbot, window, MLP)
     clipboard = QGuiApplication.clipboard()
     clipboard.clear()
@@ -59,7 +59,7 @@ def test_copy_image_puts_the_graph_on_the_clipboard(qtbot, window):  # noqa: F81
     assert len({image.pixel(x, y) for x in range(0, image.width(), 7) for y in range(0, image.height(), 7)}) > 10
 
 
-def test_context_menu_collapse_parent_collapses_it(qtbot, window):  # noqa: F811
+def test_context_menu_collapse_parent_collapses_it(qtbot, window):
     open_and_wait(qtbot, window, MLP)
     doc = window.document
     assert "fc1" in doc.expanded

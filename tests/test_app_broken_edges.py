@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import gradviz
-from test_app_support import SAMPLES, open_and_wait, window  # noqa: F401  (fixture)
+from test_app_support import SAMPLES, open_and_wait
 
 
-def test_detach_finding_draws_a_broken_edge(qtbot, window):  # noqa: F811
+def test_detach_finding_draws_a_broken_edge(qtbot, window):
     script = SAMPLES / "bugs" / "detach.py"
     finding = next(f for f in gradviz.check(script) if f.code == "unreachable")
     assert finding.edges, "the detach finding should name the cut edge"
@@ -17,7 +17,7 @@ def test_detach_finding_draws_a_broken_edge(qtbot, window):  # noqa: F811
     assert overlay is not None and not overlay.path().isEmpty()
 
 
-def test_colour_range_api_for_extensions(qtbot, window):  # noqa: F811
+def test_colour_range_api_for_extensions(qtbot, window):
     """Extensions fix the colour range and read node colours through the window."""
     open_and_wait(qtbot, window, SAMPLES / "mlp_digits.py")
     lo, hi = window.color_range()
@@ -33,7 +33,7 @@ def test_colour_range_api_for_extensions(qtbot, window):  # noqa: F811
     assert window.node_color("no-such-node") is None
 
 
-def test_live_norms_refit_the_colour_range_unless_fixed(qtbot, window):  # noqa: F811
+def test_live_norms_refit_the_colour_range_unless_fixed(qtbot, window):
     open_and_wait(qtbot, window, SAMPLES / "mlp_digits.py")
     lo, hi = window.color_range()
     small = {n: lo / 1000 for n in window.document.graph.nodes}

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("PySide6")
 
-from test_app_support import MLP, TRANSFORMER, change_view, open_and_wait, window  # noqa: E402,F401
+from test_app_support import MLP, TRANSFORMER, change_view, open_and_wait
 
 
 def _rightmost_painted_column(image) -> int:
@@ -55,7 +55,7 @@ def _overlaps_legend(win) -> list[str]:
 
 
 @pytest.mark.parametrize("size", [(1300, 850), (1000, 620), (1600, 700)])
-def test_first_view_and_fit_keep_nodes_clear_of_the_legend(qtbot, window, size):  # noqa: F811
+def test_first_view_and_fit_keep_nodes_clear_of_the_legend(qtbot, window, size):
     window.resize(*size)
     qtbot.wait(50)
     open_and_wait(qtbot, window, MLP)
@@ -71,14 +71,14 @@ def test_first_view_and_fit_keep_nodes_clear_of_the_legend(qtbot, window, size):
     assert _overlaps_legend(window) == []
 
 
-def test_tall_graph_fit_keeps_nodes_clear_of_the_legend(qtbot, window):  # noqa: F811
+def test_tall_graph_fit_keeps_nodes_clear_of_the_legend(qtbot, window):
     open_and_wait(qtbot, window, TRANSFORMER)
     change_view(qtbot, window, window.expand_all)
     window.act_fit.trigger()
     assert _overlaps_legend(window) == []
 
 
-def test_hiding_the_legend_frees_the_space(qtbot, window):  # noqa: F811
+def test_hiding_the_legend_frees_the_space(qtbot, window):
     open_and_wait(qtbot, window, MLP)
     assert window.view.bottom_margin > window.legend.height()
     window.act_legend.setChecked(False)
@@ -87,7 +87,7 @@ def test_hiding_the_legend_frees_the_space(qtbot, window):  # noqa: F811
     assert window.legend.isVisible() and window.view.bottom_margin > 0
 
 
-def test_view_stays_fitted_when_a_bottom_panel_opens_until_the_user_moves_it(qtbot, window):  # noqa: F811
+def test_view_stays_fitted_when_a_bottom_panel_opens_until_the_user_moves_it(qtbot, window):
     from PySide6.QtCore import QRectF
 
     open_and_wait(qtbot, window, MLP)

@@ -7,7 +7,7 @@ import types
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QMenu
 
-from test_app_support import MLP, open_and_wait, window  # noqa: F401
+from test_app_support import MLP, open_and_wait
 
 
 def test_recent_files_survive_restart_and_drop_missing(qtbot, tmp_path):

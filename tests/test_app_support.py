@@ -1,34 +1,16 @@
-"""Shared fixtures and helpers for the window tests (pytest-qt, offscreen). No tests here."""
+"""Shared helpers for the window tests (pytest-qt, offscreen; the ``window`` fixture is in conftest). No tests here."""
 from __future__ import annotations
 
 import importlib.util
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
 MLP = SAMPLES / "mlp_digits.py"
 TRANSFORMER = SAMPLES / "transformer.py"
 WAIT_MS = 90_000
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    import gradviz.app  # noqa: F401  (PySide6 workaround first)
-    from PySide6.QtCore import QSettings
-
-    from gradviz.app.main_window import MainWindow
-
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
-    win = MainWindow(settings=settings, extensions=False)
-    qtbot.addWidget(win)
-    win.resize(1300, 850)
-    win.show()
-    qtbot.waitExposed(win)
-    yield win
-    win.shutdown()
 
 
 def open_and_wait(qtbot, win, path) -> None:

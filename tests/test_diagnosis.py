@@ -9,9 +9,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
-import torch
-
-from gradviz.core.diagnosis import CODES, Finding, check, check_report
+from gradviz.core.diagnosis import CODES, Finding, check
 from gradviz.core.diagnosis.findings import sort_findings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

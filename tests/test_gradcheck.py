@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 from gradviz.core.diagnosis.gradcheck import gradcheck_function, gradcheck_script
 from gradviz.core.script import load_script

@@ -11,7 +11,7 @@ pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
 import torch  # noqa: E402
-from PySide6.QtCore import QObject, Qt, Signal  # noqa: E402
+from PySide6.QtCore import Qt, Signal  # noqa: E402
 from PySide6.QtWidgets import QDockWidget, QMainWindow  # noqa: E402
 from torch import nn  # noqa: E402
 

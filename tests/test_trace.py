@@ -14,7 +14,7 @@ from torch import nn
 
 import gradviz
 from gradviz.core.script import load_script
-from gradviz.core.trace import TraceOptions, trace_run
+from gradviz.core.trace import trace_run
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
