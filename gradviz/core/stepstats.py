@@ -31,26 +31,25 @@ refers to ``stats.names[i]``):
 - ``lr``: the learning rate given to ``finish`` (NaN when not given)
 - ``step_time``: seconds from ``begin()`` to the end of ``finish()``
 - ``nonfinite``: how many parameters have a NaN/Inf gradient norm
+
+The reductions live in two mixins: ``gradviz.core.stepstats_cpu.NumpyPath`` (CPU fast
+path: numpy/BLAS on views of the tensors, rows built lazily by ``capture``/``build_row``)
+and ``gradviz.core.stepstats_device.TorchPath`` (foreach kernels, one stacked host copy;
+``after_update`` and ``finish`` hand over to the CPU path on their first line).
 """
 from __future__ import annotations
 
-import math
 import time
-from typing import Any, Iterable
+from typing import Iterable
 
 import numpy as np
 import torch
-from torch.nn.utils import clip_grads_with_norm_
+
+from gradviz.core.stepstats_cpu import NumpyPath
+from gradviz.core.stepstats_device import TorchPath
 
 __all__ = ["StepStats", "ROW_KEYS", "rows_from_raw"]
 
-
-def _flat(t: torch.Tensor) -> np.ndarray:
-    """A 1-d numpy view of a CPU tensor (a copy only when it is not contiguous)."""
-    try:
-        return t.numpy().reshape(-1)
-    except RuntimeError:                  # requires grad, conj/neg bit...
-        return t.detach().resolve_conj().resolve_neg().numpy().reshape(-1)
 
 _vdot = np.vdot                    # flattens C-contiguous arrays itself (no reshape call)
 _numpy = torch.Tensor.numpy
@@ -62,7 +61,7 @@ _NAN = float("nan")
 NUMPY_MAX_NUMEL = 50_000_000     # CPU fast path up to this many parameter elements (2 extra copies)
 
 
-class StepStats:
+class StepStats(NumpyPath, TorchPath):
     """Batched per-step statistics of a fixed list of named parameters.
 
     Only parameters with ``requires_grad`` are tracked. ``track_updates=False``
@@ -153,100 +152,6 @@ class StepStats:
         with torch.no_grad():
             return self._grads_ready_torch(grads, max_norm)
 
-    def _grads_ready_torch(self, grads: list[torch.Tensor], max_norm: float | None) -> torch.Tensor | None:
-        params = self.params
-        norms = torch._foreach_norm(grads + params) if (grads or params) else []
-        self._pending = list(norms)
-        total = None
-        if max_norm is not None and grads:
-            total = torch.linalg.vector_norm(torch.stack(self._same(norms[:len(grads)])))
-            clip_grads_with_norm_([params[i] for i in self._present], max_norm, total, foreach=None)
-            self._max_norm = float(max_norm)
-        if self._updates_now and params:
-            if self._snapshot is None:
-                self._snapshot = [p.detach().clone() for p in params]
-            else:
-                torch._foreach_copy_(self._snapshot, params)
-        return total
-
-    def after_update(self) -> None:
-        """Call after ``optimizer.step()``: the per-parameter norms of the update."""
-        if self._numpy:
-            self._after_update_numpy()
-            return
-        if not self._updates_now or self._snapshot is None:
-            return
-        with torch.no_grad():
-            deltas = torch._foreach_sub(self._snapshot, self.params)   # snapshot stays intact (restore_weights)
-            self._pending.extend(torch._foreach_norm(deltas))
-        self._have_delta = True
-
-    def finish(self, loss: Any, lr: float | None = None) -> dict:
-        """The step's row: one host copy of everything computed on the device."""
-        if self._numpy:
-            return self._finish_numpy(loss, lr)
-        parts = list(self._pending)
-        host_loss = None
-        if self._numpy:
-            host_loss = float(loss.detach().reshape(())) if isinstance(loss, torch.Tensor) else (
-                _NAN if loss is None else float(loss))
-            parts = []
-        elif isinstance(loss, torch.Tensor):
-            parts.append(loss.detach().reshape(()))
-        else:
-            host_loss = _NAN if loss is None else float(loss)
-        if parts:
-            with torch.no_grad():
-                stacked = torch.stack(self._same(parts))
-            values = self._to_host(stacked)
-        elif self._numpy:
-            values = np.sqrt(np.array(self._host_sq, dtype=np.float64))
-        else:
-            values = np.zeros(0)
-        g = self._n_grads
-        n = self.n
-        grad_present = values[:g]
-        weight_norms = values[g:g + n] if len(values) >= g + n else np.full(n, _NAN)
-        if self._have_delta:
-            deltas = values[g + n:g + 2 * n]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratios = deltas / weight_norms
-        else:
-            ratios = np.full(n, _NAN)
-        loss_value = float(values[-1]) if host_loss is None else host_loss
-        if g == n:
-            param_norms = grad_present.copy()
-            has_grad = np.ones(n, dtype=bool)
-        else:
-            param_norms = np.full(n, _NAN)
-            has_grad = np.zeros(n, dtype=bool)
-            if g:
-                idx = np.asarray(self._present)
-                param_norms[idx] = grad_present
-                has_grad[idx] = True
-        total = math.sqrt(float(np.dot(grad_present, grad_present))) if g else 0.0
-        nonfinite = 0
-        if not math.isfinite(total):
-            bad = ~np.isfinite(grad_present)
-            nonfinite = int(np.count_nonzero(bad))
-            if nonfinite:
-                total = float(np.linalg.norm(grad_present))     # propagates NaN / inf like torch
-        clipped = total
-        if self._max_norm is not None and math.isfinite(total):
-            clipped = total * min(1.0, self._max_norm / (total + 1e-6))
-        return {
-            "loss": loss_value,
-            "grad_norm": total,
-            "grad_norm_clipped": clipped,
-            "param_norms": param_norms,
-            "has_grad": has_grad,
-            "weight_norms": weight_norms,
-            "update_ratios": ratios,
-            "lr": _NAN if lr is None else float(lr),
-            "step_time": time.perf_counter() - self._t0,
-            "nonfinite": nonfinite,
-        }
-
     def restore_weights(self) -> bool:
         """Put back the weights from before the last update (e.g. after a NaN loss).
 
@@ -266,148 +171,6 @@ class StepStats:
             torch._foreach_copy_(self.params, self._snapshot)
         self._have_delta = False
         return True
-
-    # -- CPU fast path ----------------------------------------------------
-    # BLAS dot products on numpy views of the tensors (no copies): ~1 us per call against
-    # several for a torch dispatch; squared norms are summed and rooted in float64 on the host.
-    def _param_views(self) -> list[np.ndarray]:
-        ptrs = [p.data_ptr() for p in self.params]
-        if self._views is None or ptrs != self._view_ptrs:      # re-created after p.data = ... / .to()
-            self._views = [_flat(p) for p in self.params]
-            self._view_ptrs = ptrs
-            self._np_snapshot = None
-        return self._views
-
-    def _grads_ready_numpy(self, grads: list[torch.Tensor], max_norm: float | None) -> torch.Tensor | None:
-        views = self._param_views()
-        dot = np.dot
-        sq = [dot(g, g) for g in map(_flat, grads)]
-        if self._updates_now:                  # weight norms are only needed for the ratios
-            sq += [dot(v, v) for v in views]
-        self._host_sq = sq
-        total = None
-        if max_norm is not None and grads:
-            total_f = math.sqrt(math.fsum(sq[:len(grads)]))
-            total = torch.tensor(total_f, dtype=torch.float32)
-            clip_grads_with_norm_([self.params[i] for i in self._present], max_norm, total, foreach=None)
-            self._max_norm = float(max_norm)
-        if self._updates_now:
-            snap = self._np_snapshot
-            if snap is None:
-                self._np_snapshot = [v.copy() for v in views]
-            else:
-                copyto = np.copyto
-                for dst, v in zip(snap, views):
-                    copyto(dst, v)
-        return total
-
-    def _after_update_numpy(self) -> None:
-        snap = self._np_snapshot
-        if not self._updates_now or snap is None:
-            return
-        dot, subtract = np.dot, np.subtract
-        sq = self._host_sq
-        for d, v, t in zip(snap, self._views, self._np_tmp):
-            subtract(d, v, out=t)
-            sq.append(dot(t, t))
-        self._have_delta = True
-
-    def _finish_numpy(self, loss: Any, lr: float | None) -> dict:
-        # the same row as finish(), with as few numpy calls as possible (this runs every step)
-        return self.build_row(self.capture(loss, lr))
-
-    def capture(self, loss: Any, lr: float | None) -> tuple:
-        """CPU fast path: the step's numbers for a row built later by ``build_row`` (no numpy work).
-
-        Call instead of ``finish`` (after ``grads_ready`` / ``after_update``); ``step_time`` is
-        taken now. ``build_row(capture(...))`` equals what ``finish`` returns.
-        """
-        if isinstance(loss, torch.Tensor):
-            loss_value = loss.item()
-        else:
-            loss_value = _NAN if loss is None else float(loss)
-        g = self._n_grads
-        return (self._host_sq, g, self._present if g != self.n else None, self._have_delta, self._max_norm,
-                loss_value, _NAN if lr is None else float(lr), time.perf_counter() - self._t0)
-
-    def build_row(self, captured: tuple) -> dict:
-        """The row of a ``capture`` result (see ``finish``)."""
-        sq, g, present, have_delta, max_norm, loss_value, lr, step_time = captured
-        n = self.n
-        total_sq = math.fsum(sq[:g]) if g else 0.0
-        values = np.sqrt(np.array(sq, dtype=np.float64))
-        if g == n:
-            param_norms = values[:n]
-            has_grad = self._all_true
-        else:
-            param_norms = np.full(n, _NAN)
-            has_grad = np.zeros(n, dtype=bool)
-            if g:
-                idx = present
-                param_norms[idx] = values[:g]
-                has_grad[idx] = True
-        weight_norms = values[g:g + n] if len(values) >= g + n else self._all_nan
-        if have_delta:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                ratios = values[g + n:] / weight_norms
-        else:
-            ratios = self._all_nan          # not measured this step
-        if math.isfinite(total_sq):
-            total, nonfinite = math.sqrt(total_sq), 0
-        else:
-            total = float(np.linalg.norm(values[:g]))
-            nonfinite = int(np.count_nonzero(~np.isfinite(values[:g])))
-        clipped = total
-        if max_norm is not None and math.isfinite(total):
-            clipped = total * min(1.0, max_norm / (total + 1e-6))
-        return {
-            "loss": loss_value, "grad_norm": total, "grad_norm_clipped": clipped, "param_norms": param_norms,
-            "has_grad": has_grad, "weight_norms": weight_norms, "update_ratios": ratios,
-            "lr": lr, "step_time": step_time, "nonfinite": nonfinite,
-        }
-
-    def build_columns(self, captured: list[tuple]) -> dict | None:
-        """Many ``capture`` results at once: the columns ``build_row`` would give, stacked.
-
-        Returns float64 ``loss``, ``grad_norm``, ``grad_norm_clipped``, ``lr``, ``step_time``
-        (R), ``param_norms``, ``weight_norms``, ``update_ratios`` (R x n) and int64
-        ``nonfinite``; None when some step lacked a gradient (build those rows one by one).
-        """
-        n, r_count = self.n, len(captured)
-        if not r_count or any(c[1] != n for c in captured):
-            return None
-        norms = np.empty((r_count, n))
-        weights = np.full((r_count, n), _NAN)
-        ratios = np.full((r_count, n), _NAN)
-        groups: dict[tuple, list[int]] = {}
-        for i, c in enumerate(captured):
-            groups.setdefault((len(c[0]), c[3]), []).append(i)
-        for (length, have_delta), idx in groups.items():
-            block = np.sqrt(np.array([captured[i][0] for i in idx], dtype=np.float64).reshape(len(idx), length))
-            norms[idx] = block[:, :n]
-            if length >= 2 * n:
-                weights[idx] = block[:, n:2 * n]
-                if have_delta:
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        ratios[idx] = block[:, 2 * n:] / block[:, n:2 * n]
-        fsum, sqrt, isfinite = math.fsum, math.sqrt, math.isfinite
-        total = np.empty(r_count)
-        clipped = np.empty(r_count)
-        nonfinite = np.zeros(r_count, dtype=np.int64)
-        for i, c in enumerate(captured):
-            t_sq = fsum(c[0][:n])
-            if isfinite(t_sq):
-                t = sqrt(t_sq)
-            else:
-                t = float(np.linalg.norm(norms[i]))
-                nonfinite[i] = int(np.count_nonzero(~np.isfinite(norms[i])))
-            total[i] = t
-            max_norm = c[4]
-            clipped[i] = t * min(1.0, max_norm / (t + 1e-6)) if (max_norm is not None and isfinite(t)) else t
-        return {"loss": np.array([c[5] for c in captured], dtype=np.float64), "grad_norm": total,
-                "grad_norm_clipped": clipped, "param_norms": norms, "weight_norms": weights,
-                "update_ratios": ratios, "lr": np.array([c[6] for c in captured], dtype=np.float64),
-                "step_time": np.array([c[7] for c in captured], dtype=np.float64), "nonfinite": nonfinite}
 
     # -- batched consumers (the recorder) -----------------------------------
     def raw(self) -> tuple:
@@ -431,26 +194,6 @@ class StepStats:
         else:
             values = torch.zeros(0)
         return values, False, self._n_grads, present, self._have_delta
-
-    # -- helpers ----------------------------------------------------------
-    def _same(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-        """Make 0-d tensors stackable (one dtype, one device) only when they are not already."""
-        if not (self._multi_device or self._mixed_dtypes):
-            t0 = tensors[0]
-            if all(t.dtype == t0.dtype and t.device == t0.device for t in tensors[-1:]):
-                return tensors
-        return [t.to(device=self.device, dtype=torch.float32) for t in tensors]
-
-    def _to_host(self, stacked: torch.Tensor) -> np.ndarray:
-        if stacked.device.type == "cpu":
-            return stacked.to(torch.float64).numpy()
-        if stacked.device.type == "cuda":
-            if self._pinned is None or self._pinned.shape != stacked.shape or self._pinned.dtype != stacked.dtype:
-                self._pinned = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True)
-            self._pinned.copy_(stacked, non_blocking=True)
-            torch.cuda.current_stream(stacked.device).synchronize()
-            return self._pinned.to(torch.float64).numpy().copy()
-        return stacked.to("cpu", torch.float64).numpy()
 
 
 def rows_from_raw(raws: list[tuple], n: int) -> dict[str, np.ndarray]:

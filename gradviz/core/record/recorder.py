@@ -54,7 +54,6 @@ constructor (bad path) or from ``w.step`` (disk full), never silently later.
 from __future__ import annotations
 
 import atexit
-import hashlib
 import math
 import os
 import socket
@@ -62,75 +61,24 @@ import sys
 import threading
 import time
 import weakref
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
-from gradviz.core.nodenorms import NodeNormSampler, node_ids_for
-from gradviz.core.record.schema import NO_VALUE, SCHEMA_VERSION, RecordError, rank_path, real
+from gradviz.core.record.ddp import dist_info, unwrap_model
+from gradviz.core.record.rows import store_rows
+from gradviz.core.record.sampling import NodeSampling
+from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
 from gradviz.core.record.writer import RunWriter
-from gradviz.core.stepstats import StepStats, rows_from_raw
-from gradviz.core.walk import walk
+from gradviz.core.stepstats import StepStats
 
 __all__ = ["watch", "Watch", "unwrap_model", "dist_info"]
 
-_ONE = np.ones(1)
-_MISSING = np.full(1, NO_VALUE)
 UPDATE_BUDGET = 0.02         # auto update-ratio cadence: at most this fraction of the step time
 
 
-def unwrap_model(model: nn.Module) -> nn.Module:
-    """The user's module inside DistributedDataParallel / DataParallel / torch.compile wrappers."""
-    seen = set()
-    while id(model) not in seen:
-        seen.add(id(model))
-        inner = getattr(model, "module", None)
-        if isinstance(inner, nn.Module) and type(model).__name__ in ("DistributedDataParallel", "DataParallel",
-                                                                       "FullyShardedDataParallel"):
-            model = inner
-            continue
-        inner = getattr(model, "_orig_mod", None)
-        if isinstance(inner, nn.Module):
-            model = inner
-            continue
-    return model
-
-
-def dist_info() -> tuple[int, int]:
-    """(rank, world size) of the default process group, (0, 1) without one."""
-    try:
-        import torch.distributed as dist
-        if dist.is_available() and dist.is_initialized():
-            return dist.get_rank(), dist.get_world_size()
-    except Exception:
-        pass
-    return 0, 1
-
-
-class _BackwardTap(TorchFunctionMode):
-    """Pass-through mode that hands the first ``Tensor.backward`` call to ``watch``."""
-
-    def __init__(self, owner: "Watch") -> None:
-        super().__init__()
-        self._owner = weakref.ref(owner)
-        self.armed = True
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if kwargs is None:
-            kwargs = {}
-        if self.armed and func is torch.Tensor.backward:
-            self.armed = False
-            owner = self._owner()
-            if owner is not None:
-                return owner._sampled_backward(func, args, kwargs)
-        return func(*args, **kwargs)
-
-
-class Watch:
+class Watch(NodeSampling):
     """Records a training loop; see the module docstring. Use as a context manager or call ``close()``."""
 
     def __init__(self, model: nn.Module, path: str | os.PathLike, every: int | None = 10,
@@ -153,8 +101,6 @@ class Watch:
 
         self.stats = StepStats(self.module.named_parameters(), track_updates=optimizer is not None)
         self.param_names = list(self.stats.names)
-        self._sampler = NodeNormSampler(named_parameters=list(zip(self.stats.names, self.stats.params)))
-        self._param_ids = {id(p): n for n, p in zip(self.stats.names, self.stats.params)}
         import gradviz
 
         meta = {
@@ -194,16 +140,7 @@ class Watch:
         self._open_step: int | None = None
         self._lr: float | None = None
         self._t_open = time.time()
-        # node norms
-        self._tap: _BackwardTap | None = None
-        self._capture = None
-        self._capture_live = False
-        self._node_result: tuple[int, bytes] | None = None
-        self._graphs: dict[str, tuple[int, list[str], bool]] = {}    # hash -> (graph id, node ids, has modules)
-        self._hash_cache: dict[tuple, str] = {}
-        self._needs_capture = capture_modules
-        self.graph_error: str | None = None
-        self.node_error: str | None = None
+        self._init_sampling()                 # node norms (sampling.py)
 
         self._handles: list[Any] = []
         if self.every:
@@ -352,164 +289,7 @@ class Watch:
         rows, self._rows = self._rows, []
         if not rows:
             return
-        arr = rows_from_raw([r[4] for r in rows], len(self.param_names))
-        losses = _losses([r[2] for r in rows])
-        has = arr["has_grad"]
-        grad_blobs = np.where(has, arr["param_norms"], NO_VALUE).astype("<f4")
-        ratio_blobs = arr["update_ratios"].astype("<f4")
-        deltas, weights = arr["update_norms"], arr["weight_norms"]
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            num = np.sum(deltas * deltas, axis=1)
-            den = np.sum(weights * weights, axis=1)
-            global_ratio = np.sqrt(num / den)
-        global_ratio = np.where(den > 0, global_ratio, np.where(num == 0, 0.0, np.inf))
-        global_ratio = np.where(np.isnan(num) | np.isnan(den), np.nan, global_ratio)
-        grad_norm = arr["grad_norm"].tolist()
-        out = []
-        for i, (s, t, _, lr, _, updated, node) in enumerate(rows):
-            if node is not None:
-                gid, sel, values = node
-                full = np.concatenate([values, _ONE, np.where(has[i], arr["param_norms"][i], NO_VALUE), _MISSING])
-                picked = full[sel]
-                self._writer.add_node_norms(s, gid, picked.astype("<f4").tobytes())
-            out.append((int(s), float(t), real(losses[i]), real(grad_norm[i]), real(lr),
-                        real(float(global_ratio[i])) if updated else None, grad_blobs[i].tobytes(),
-                        ratio_blobs[i].tobytes() if updated else None, int(node is not None)))
-        self._writer.add_step_rows(out)
-
-    # -- node norms -----------------------------------------------------------
-    def _sampled_next(self) -> bool:
-        return bool(self.every) and not self._closed and self._step % self.every == 0
-
-    def _forward_pre(self, module, args) -> None:
-        if (self._needs_capture and self._capture is None and self._tap is None and torch.is_grad_enabled()
-                and self._sampled_next()):
-            from gradviz.core.capture import ForwardCapture
-            cap = ForwardCapture(self.module)
-            try:
-                cap.__enter__()
-                self._capture = cap
-                self._capture_live = True
-            except Exception:
-                self._capture = None
-
-    def _forward_post(self, module, args, output) -> None:
-        if self._capture_live:
-            self._capture_live = False
-            try:
-                self._capture.__exit__(None, None, None)
-            except Exception:
-                self._capture = None
-        if self._tap is None and torch.is_grad_enabled() and self._sampled_next():
-            tap = _BackwardTap(self)
-            tap.__enter__()
-            self._tap = tap
-
-    def _drop_tap(self) -> None:
-        tap, self._tap = self._tap, None
-        self._capture = None
-        if tap is None:
-            return
-        tap.armed = False
-        n = torch._C._len_torch_function_stack()
-        if n and torch._C._get_function_stack_at(n - 1) is tap:
-            tap.__exit__(None, None, None)
-        # else: another mode was pushed above it; it stays disarmed (a pass-through) until popped
-
-    def _sampled_backward(self, func, args, kwargs):
-        """``Tensor.backward`` of a sampled step: hooks every node, then runs it."""
-        root = args[0] if args else kwargs.get("self")
-        if not isinstance(root, torch.Tensor) or root.grad_fn is None or self._closed:
-            return func(*args, **kwargs)
-        nodes, edges = walk([root.grad_fn])          # one walk: structure hash and hooks
-        entry = None
-        try:
-            entry = self._structure(root, nodes, edges)
-        except Exception as exc:                         # never break the user's backward
-            self.graph_error = f"{type(exc).__name__}: {exc}"
-        self._capture = None
-        del edges
-
-        def backward():
-            return func(*args, **kwargs)
-
-        # parameters: their norms come from the step row (StepStats), not a second pass here
-        skip = [hasattr(fn, "variable") and id(fn.variable) in self._param_ids for fn in nodes]
-        self._sampler.last_n_nodes = len(nodes)
-        try:
-            values = self._sampler.hooked_backward(nodes, backward, skip, missing=NO_VALUE)   # backward errors propagate
-        finally:
-            del nodes
-        if entry is not None:
-            self._node_result = (entry[0], entry[3], values)
-        return None
-
-    def _structure(self, root: torch.Tensor, nodes: list, edges: list) -> tuple | None:
-        """(graph id, node ids of the stored graph, has modules, selector) of this graph's structure.
-
-        The selector maps each stored node id to where its norm comes from: an index into
-        ``concat(walk-order node norms, [1.0 for the loss], param grad norms, [NO_VALUE])``."""
-        # structure key: node types in walk order, the parameter behind each leaf, edges by position
-        pid = self._param_ids
-        index = {fn: i for i, fn in enumerate(nodes)}
-        key = (tuple(map(type, nodes)),
-               tuple(pid.get(id(fn.variable), "") if hasattr(fn, "variable") else "" for fn in nodes),
-               tuple([(index[a], index[b], nr) for a, b, nr in edges]))
-        digest = self._hash_cache.get(key)
-        if digest is None:
-            h = hashlib.blake2b(digest_size=16)
-            h.update("\x00".join(fn.name() for fn in nodes).encode())
-            h.update("\x00".join(key[1]).encode())
-            h.update(np.array(key[2], dtype=np.int64).tobytes())
-            digest = h.hexdigest()
-            if len(self._hash_cache) > 64:
-                self._hash_cache.clear()
-            self._hash_cache[key] = digest
-        del index
-        known = self._graphs.get(digest)
-        cap = self._capture
-        if known is not None and (known[2] or cap is None):
-            return known
-        ids = node_ids_for(nodes, self._param_ids, {})
-        if not self.record_graph:
-            node_list = ids + ["loss"]
-            entry = (0, node_list, True, self._selector(ids, node_list))
-            self._graphs[digest] = entry
-            return entry
-        from gradviz.core.record.reader import graph_to_json
-        from gradviz.core.trace import TraceOptions, build_graph, _finish_modules
-
-        g, _ = build_graph([root], self.module, cap, {}, TraceOptions(saved_tensors=True, capture_forward=False))
-        for name, p in zip(self.stats.names, self.stats.params):
-            nid = f"param:{name}"
-            if nid not in g:
-                g.add_node(nid, kind="param", param=name, label=name, op="", shape=list(p.shape),
-                           dtype=str(p.dtype).replace("torch.", ""), device=str(p.device), outputs=[],
-                           module=name.rpartition(".")[0], module_type="", location="", code="", call="",
-                           saved=[], custom=None, reachable=False)
-            g.nodes[nid]["requires_grad"] = True
-        _finish_modules(g, self.module)
-        g.graph.update(step=self._step, script=None, device=str(root.device), loss=None)
-        node_list = list(g.nodes)
-        text = graph_to_json(g)
-        if known is not None:                       # same structure, now with module paths
-            self._writer.update_graph(known[0], text)
-            entry = (known[0], known[1], True, known[3])
-        else:
-            gid = self._writer.add_graph(self._step, digest, node_list, text)
-            entry = (gid, node_list, cap is not None, self._selector(ids, node_list))
-        self._graphs[digest] = entry
-        self._needs_capture = self.capture_modules and not entry[2]
-        return entry
-
-    def _selector(self, ids: list[str], node_list: list[str]) -> np.ndarray:
-        n_walk, n_par = len(ids), len(self.param_names)
-        where = {nid: k for k, nid in enumerate(ids) if not nid.startswith("param:")}
-        where["loss"] = n_walk
-        for j, name in enumerate(self.param_names):
-            where[f"param:{name}"] = n_walk + 1 + j
-        missing = n_walk + 1 + n_par
-        return np.array([where.get(nid, missing) for nid in node_list], dtype=np.intp)
+        store_rows(self._writer, rows, len(self.param_names))
 
 
 def _close_writer(writer: RunWriter) -> None:
@@ -527,40 +307,6 @@ def _lr_of(optimizer) -> float | None:
         return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
     except Exception:
         return None
-
-
-def _losses(values: list) -> list:
-    """Host floats (or None) of the buffered losses: device tensors are stacked and copied once."""
-    tensors = [v for v in values if isinstance(v, torch.Tensor)]
-    if tensors:
-        try:
-            with torch.no_grad():
-                host = iter(torch.stack([t.reshape(()).to(tensors[0].device, torch.float64)
-                                         for t in tensors]).cpu().tolist())
-        except Exception:
-            host = iter([float(t.reshape(())) if t.numel() == 1 else float("nan") for t in tensors])
-        values = [next(host) if isinstance(v, torch.Tensor) else v for v in values]
-    return [None if v is None else float(v) for v in values]
-
-
-def _global_ratio(ratios: np.ndarray, weights: np.ndarray) -> float:
-    """||delta theta|| / ||theta|| over all parameters, from per-parameter ratios and weight norms."""
-    if np.isfinite(ratios).all():
-        deltas = ratios * weights
-        num = float(np.dot(deltas, deltas))
-        den = float(np.dot(weights, weights))
-        if math.isfinite(num) and den > 0:
-            return math.sqrt(num / den)
-    with np.errstate(invalid="ignore", over="ignore"):       # rare: NaN/inf ratios or all-zero weights
-        deltas = ratios * weights
-        den = float(np.dot(weights, weights))
-        if np.isnan(ratios).any():
-            return float("nan")
-        ok = np.isfinite(deltas)
-        num = float(np.sum(deltas[ok] ** 2))
-        if not ok.all():
-            return float("inf")
-    return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else float("inf"))
 
 
 def watch(model: nn.Module, path: str | os.PathLike, every: int | None = 10,

@@ -1,0 +1,191 @@
+"""Node-norm sampling for ``watch``: the backward tap and the per-node gradient norms of sampled steps.
+
+See "How node norms are taken" in ``gradviz.core.record.recorder``. ``NodeSampling`` is a
+mixin of ``Watch``: its methods run as the watch's own (no extra call on the step path)
+and use the watch's ``every``, ``_step``, ``_closed``, ``module``, ``stats``,
+``param_names``, ``record_graph``, ``capture_modules`` and ``_writer``.
+"""
+from __future__ import annotations
+
+import hashlib
+import weakref
+
+import numpy as np
+import torch
+from torch.overrides import TorchFunctionMode
+
+from gradviz.core.nodenorms import NodeNormSampler, node_ids_for
+from gradviz.core.record.schema import NO_VALUE
+from gradviz.core.walk import walk
+
+__all__ = ["NodeSampling"]
+
+
+class _BackwardTap(TorchFunctionMode):
+    """Pass-through mode that hands the first ``Tensor.backward`` call to ``watch``."""
+
+    def __init__(self, owner: "NodeSampling") -> None:
+        super().__init__()
+        self._owner = weakref.ref(owner)
+        self.armed = True
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        if self.armed and func is torch.Tensor.backward:
+            self.armed = False
+            owner = self._owner()
+            if owner is not None:
+                return owner._sampled_backward(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+class NodeSampling:
+    """The node-norm half of ``Watch`` (see the module docstring)."""
+
+    def _init_sampling(self) -> None:
+        """Sampling state; needs ``stats``, ``capture_modules`` set."""
+        self._sampler = NodeNormSampler(named_parameters=list(zip(self.stats.names, self.stats.params)))
+        self._param_ids = {id(p): n for n, p in zip(self.stats.names, self.stats.params)}
+        self._tap: _BackwardTap | None = None
+        self._capture = None
+        self._capture_live = False
+        self._node_result: tuple[int, bytes] | None = None
+        self._graphs: dict[str, tuple[int, list[str], bool]] = {}    # hash -> (graph id, node ids, has modules)
+        self._hash_cache: dict[tuple, str] = {}
+        self._needs_capture = self.capture_modules
+        self.graph_error: str | None = None
+        self.node_error: str | None = None
+
+    def _sampled_next(self) -> bool:
+        return bool(self.every) and not self._closed and self._step % self.every == 0
+
+    def _forward_pre(self, module, args) -> None:
+        if (self._needs_capture and self._capture is None and self._tap is None and torch.is_grad_enabled()
+                and self._sampled_next()):
+            from gradviz.core.capture import ForwardCapture
+            cap = ForwardCapture(self.module)
+            try:
+                cap.__enter__()
+                self._capture = cap
+                self._capture_live = True
+            except Exception:
+                self._capture = None
+
+    def _forward_post(self, module, args, output) -> None:
+        if self._capture_live:
+            self._capture_live = False
+            try:
+                self._capture.__exit__(None, None, None)
+            except Exception:
+                self._capture = None
+        if self._tap is None and torch.is_grad_enabled() and self._sampled_next():
+            tap = _BackwardTap(self)
+            tap.__enter__()
+            self._tap = tap
+
+    def _drop_tap(self) -> None:
+        tap, self._tap = self._tap, None
+        self._capture = None
+        if tap is None:
+            return
+        tap.armed = False
+        n = torch._C._len_torch_function_stack()
+        if n and torch._C._get_function_stack_at(n - 1) is tap:
+            tap.__exit__(None, None, None)
+        # else: another mode was pushed above it; it stays disarmed (a pass-through) until popped
+
+    def _sampled_backward(self, func, args, kwargs):
+        """``Tensor.backward`` of a sampled step: hooks every node, then runs it."""
+        root = args[0] if args else kwargs.get("self")
+        if not isinstance(root, torch.Tensor) or root.grad_fn is None or self._closed:
+            return func(*args, **kwargs)
+        nodes, edges = walk([root.grad_fn])          # one walk: structure hash and hooks
+        entry = None
+        try:
+            entry = self._structure(root, nodes, edges)
+        except Exception as exc:                         # never break the user's backward
+            self.graph_error = f"{type(exc).__name__}: {exc}"
+        self._capture = None
+        del edges
+
+        def backward():
+            return func(*args, **kwargs)
+
+        # parameters: their norms come from the step row (StepStats), not a second pass here
+        skip = [hasattr(fn, "variable") and id(fn.variable) in self._param_ids for fn in nodes]
+        self._sampler.last_n_nodes = len(nodes)
+        try:
+            values = self._sampler.hooked_backward(nodes, backward, skip, missing=NO_VALUE)   # backward errors propagate
+        finally:
+            del nodes
+        if entry is not None:
+            self._node_result = (entry[0], entry[3], values)
+        return None
+
+    def _structure(self, root: torch.Tensor, nodes: list, edges: list) -> tuple | None:
+        """(graph id, node ids of the stored graph, has modules, selector) of this graph's structure.
+
+        The selector maps each stored node id to where its norm comes from: an index into
+        ``concat(walk-order node norms, [1.0 for the loss], param grad norms, [NO_VALUE])``."""
+        # structure key: node types in walk order, the parameter behind each leaf, edges by position
+        pid = self._param_ids
+        index = {fn: i for i, fn in enumerate(nodes)}
+        key = (tuple(map(type, nodes)),
+               tuple(pid.get(id(fn.variable), "") if hasattr(fn, "variable") else "" for fn in nodes),
+               tuple([(index[a], index[b], nr) for a, b, nr in edges]))
+        digest = self._hash_cache.get(key)
+        if digest is None:
+            h = hashlib.blake2b(digest_size=16)
+            h.update("\x00".join(fn.name() for fn in nodes).encode())
+            h.update("\x00".join(key[1]).encode())
+            h.update(np.array(key[2], dtype=np.int64).tobytes())
+            digest = h.hexdigest()
+            if len(self._hash_cache) > 64:
+                self._hash_cache.clear()
+            self._hash_cache[key] = digest
+        del index
+        known = self._graphs.get(digest)
+        cap = self._capture
+        if known is not None and (known[2] or cap is None):
+            return known
+        ids = node_ids_for(nodes, self._param_ids, {})
+        if not self.record_graph:
+            node_list = ids + ["loss"]
+            entry = (0, node_list, True, self._selector(ids, node_list))
+            self._graphs[digest] = entry
+            return entry
+        from gradviz.core.record.reader import graph_to_json
+        from gradviz.core.trace import TraceOptions, build_graph, _finish_modules
+
+        g, _ = build_graph([root], self.module, cap, {}, TraceOptions(saved_tensors=True, capture_forward=False))
+        for name, p in zip(self.stats.names, self.stats.params):
+            nid = f"param:{name}"
+            if nid not in g:
+                g.add_node(nid, kind="param", param=name, label=name, op="", shape=list(p.shape),
+                           dtype=str(p.dtype).replace("torch.", ""), device=str(p.device), outputs=[],
+                           module=name.rpartition(".")[0], module_type="", location="", code="", call="",
+                           saved=[], custom=None, reachable=False)
+            g.nodes[nid]["requires_grad"] = True
+        _finish_modules(g, self.module)
+        g.graph.update(step=self._step, script=None, device=str(root.device), loss=None)
+        node_list = list(g.nodes)
+        text = graph_to_json(g)
+        if known is not None:                       # same structure, now with module paths
+            self._writer.update_graph(known[0], text)
+            entry = (known[0], known[1], True, known[3])
+        else:
+            gid = self._writer.add_graph(self._step, digest, node_list, text)
+            entry = (gid, node_list, cap is not None, self._selector(ids, node_list))
+        self._graphs[digest] = entry
+        self._needs_capture = self.capture_modules and not entry[2]
+        return entry
+
+    def _selector(self, ids: list[str], node_list: list[str]) -> np.ndarray:
+        n_walk, n_par = len(ids), len(self.param_names)
+        where = {nid: k for k, nid in enumerate(ids) if not nid.startswith("param:")}
+        where["loss"] = n_walk
+        for j, name in enumerate(self.param_names):
+            where[f"param:{name}"] = n_walk + 1 + j
+        missing = n_walk + 1 + n_par
+        return np.array([where.get(nid, missing) for nid in node_list], dtype=np.intp)
