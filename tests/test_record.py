@@ -19,7 +19,7 @@ from torch import nn
 
 from gradviz.core.record import RecordError, open_run, watch
 from gradviz.core.record.analysis import findings, run_findings
-from gradviz.core.record.schema import APPLICATION_ID, SCHEMA_VERSION
+from gradviz.core.record.schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
 

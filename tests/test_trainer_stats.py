@@ -1,6 +1,7 @@
 """StepStats and NodeNormSampler: the batched engine pieces (no Qt)."""
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import weakref
@@ -158,7 +159,7 @@ def test_node_sampler_removes_hooks_and_frees_graph():
     ref = weakref.ref(big)
     loss = m[2](big).sum()
     del big, h
-    norms = sampler.sample(loss, lambda: loss.backward(retain_graph=True))
+    norms = sampler.sample(loss, functools.partial(loss.backward, retain_graph=True))
     calls = sampler.hook_calls
     assert calls > 0 and norms["loss"] == 1.0
     loss.backward()                      # hooks are gone: nothing counts

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -356,7 +357,7 @@ class Trainer:
             loss = check_loss(raw, *self._loss_where)
             grad = self._root_grad(loss, k)
             if sampled:
-                node_norms = self.sampler.sample(loss, lambda: self._backward(loss, grad), inputs,
+                node_norms = self.sampler.sample(loss, partial(self._backward, loss, grad), inputs,
                                                  unscale=grad, params=False, detail=self.detail_node)
             else:
                 self._backward(loss, grad)
