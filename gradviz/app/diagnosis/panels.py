@@ -30,8 +30,51 @@ def _first_sentence(text: str, limit: int = 140) -> str:
     return head if len(head) <= limit else head[: limit - 1] + "…"
 
 
-class DiagnosisPanel(QWidget):
+class _JobPanel(QWidget):
+    """What both panels share: find the script, run one background job at a time, cancel it.
+
+    Subclasses have ``status``, ``run_button``, ``cancel_button`` and ``job``."""
+
+    failure_text = "The check failed to run"
+
+    def _script(self, script: str | None) -> str | None:
+        if script is None and self.window is not None:
+            script = self.window.current_script()
+        if not script:
+            self.status.setText("Open a model script first.")
+        return script or None
+
+    def _launch(self, job):
+        """Start ``job`` (already built): buttons, signals, and the panel's reference to it."""
+        self.status.setText("Checking…")
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        job.done.connect(self._done)
+        job.failed.connect(self._failed)
+        job.finished.connect(self._job_ended)
+        self.job = job
+        job.start()
+        return job
+
+    def cancel(self) -> None:
+        if self.job is not None and self.job.isRunning():
+            self.job.cancel()
+            self.status.setText("Cancelling…")
+
+    def _job_ended(self) -> None:
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+
+    def _failed(self, message: str, details: str) -> None:
+        self.status.setText(f"{self.failure_text}: {message}")
+        if self.window is not None and hasattr(self.window, "show_error"):
+            self.window.show_error(message, details=details)
+
+
+class DiagnosisPanel(_JobPanel):
     """Findings list; clicking one selects its nodes and shows its message and location."""
+
+    failure_text = "The check itself failed"
 
     findingActivated = Signal(dict)
     checkFinished = Signal(object)     # the report dict
@@ -81,39 +124,16 @@ class DiagnosisPanel(QWidget):
 
     # -- running ---------------------------------------------------------------
     def run_check(self, script: str | None = None, steps: int = 0) -> CheckJob | None:
-        if script is None and self.window is not None:
-            script = self.window.current_script()
-        if not script:
-            self.status.setText("Open a model script first.")
+        script = self._script(script)
+        if script is None:
             return None
         self.cancel()
         self.list.clear()
         self.detail.clear()
         self.location.set_location(None)
-        self.status.setText("Checking…")
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
         job = CheckJob(script, steps, self)
         job.stage.connect(lambda s: self.status.setText(f"Checking: {s}…"))
-        job.done.connect(self._done)
-        job.failed.connect(self._failed)
-        job.finished.connect(self._job_ended)
-        self.job = job
-        job.start()
-        return job
-
-    def cancel(self) -> None:
-        if self.job is not None and self.job.isRunning():
-            self.job.cancel()
-
-    def _job_ended(self) -> None:
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-
-    def _failed(self, message: str, details: str) -> None:
-        self.status.setText(f"The check itself failed: {message}")
-        if self.window is not None and hasattr(self.window, "show_error"):
-            self.window.show_error(message, details=details)
+        return self._launch(job)
 
     def _done(self, report: dict) -> None:
         self.set_report(report)
@@ -183,8 +203,10 @@ def _html(text: str) -> str:
     return html.escape(str(text))
 
 
-class GradcheckPanel(QWidget):
+class GradcheckPanel(_JobPanel):
     """Choose parameters, samples and epsilon; run in the background; a per-parameter table."""
+
+    failure_text = "The gradient check failed to run"
 
     COLUMNS = ("parameter", "elements", "max abs err", "max rel err", "pass")
     checkFinished = Signal(object)
@@ -266,10 +288,8 @@ class GradcheckPanel(QWidget):
 
     # -- running -------------------------------------------------------------------------
     def run_check(self, script: str | None = None) -> GradcheckJob | None:
-        if script is None and self.window is not None:
-            script = self.window.current_script()
-        if not script:
-            self.status.setText("Open a model script first.")
+        script = self._script(script)
+        if script is None:
             return None
         params = self.chosen_params()
         if params == []:
@@ -278,27 +298,13 @@ class GradcheckPanel(QWidget):
         self.cancel()
         self.table.setRowCount(0)
         self.progress.setRange(0, 0)
-        self.status.setText("Checking…")
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
         samples = self.samples.value() or None
         job = GradcheckJob(script, params, samples, float(self.eps.value()), self)
         job.progress.connect(self._progress)
-        job.done.connect(self._done)
-        job.failed.connect(self._failed)
-        job.finished.connect(self._job_ended)
-        self.job = job
-        job.start()
-        return job
-
-    def cancel(self) -> None:
-        if self.job is not None and self.job.isRunning():
-            self.job.cancel()
-            self.status.setText("Cancelling…")
+        return self._launch(job)
 
     def _job_ended(self) -> None:
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
+        super()._job_ended()
         if self.progress.maximum() == 0:
             self.progress.setRange(0, 1)
 
@@ -306,11 +312,6 @@ class GradcheckPanel(QWidget):
         self.progress.setRange(0, max(total, 1))
         self.progress.setValue(done)
         self.status.setText(f"Checking {name} ({done}/{total} elements)…")
-
-    def _failed(self, message: str, details: str) -> None:
-        self.status.setText(f"The gradient check failed to run: {message}")
-        if self.window is not None and hasattr(self.window, "show_error"):
-            self.window.show_error(message, details=details)
 
     def _done(self, report: dict) -> None:
         self.report = report
