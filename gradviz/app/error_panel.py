@@ -14,7 +14,7 @@ from PySide6.QtGui import QFontDatabase
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from gradviz.app.formatting import alarm_css
-from gradviz.app.scene_api import palette_theme
+from gradviz.app.theme import palette_theme
 from gradviz.app.source_link import LocationLabel
 
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 import gradviz
-from gradviz.app import scene_api
 from gradviz.app.export_dialog import ask_and_export, export_graph
 from gradviz.core.record.schema import EXTENSION as RUN_EXTENSION
+from gradviz.render.image_export import copy_to_clipboard
 from gradviz.app.formatting import count
 
 
@@ -59,11 +58,7 @@ class FileActions:
 
     def copy_image(self) -> None:
         win = self.window
-        mod = scene_api.image_export()
-        if mod is not None and hasattr(mod, "copy_to_clipboard"):
-            mod.copy_to_clipboard(win.scene)
-        else:
-            QGuiApplication.clipboard().setPixmap(win.view.grab())
+        copy_to_clipboard(win.scene)
         win.statusBar().showMessage("graph image copied", 3000)
 
     def about(self) -> None:

@@ -110,7 +110,7 @@ class GraphView(QGraphicsView):
 
     def _fit(self) -> None:
         scene = self.scene()
-        rect = scene.graph_rect() if hasattr(scene, "graph_rect") else scene.itemsBoundingRect()
+        rect = scene.graph_rect()
         if rect.isEmpty():
             return
         rect = rect.adjusted(-12, -12, 12, 12)
@@ -132,7 +132,7 @@ class GraphView(QGraphicsView):
 
     def fit_all(self) -> None:
         scene = self.scene()
-        rect = scene.graph_rect() if hasattr(scene, "graph_rect") else scene.itemsBoundingRect()
+        rect = scene.graph_rect()
         if rect.isEmpty():
             return
         vp = self.viewport().rect()
@@ -144,7 +144,7 @@ class GraphView(QGraphicsView):
     def update_canvas(self) -> None:
         """Scene rect = the graph plus half a viewport on each side (at the current zoom)."""
         scene = self.scene()
-        rect = scene.graph_rect() if hasattr(scene, "graph_rect") else scene.itemsBoundingRect()
+        rect = scene.graph_rect()
         if rect.isEmpty():
             return
         s = self.scale_factor()

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QFrame, QGroupBox
 
 from gradviz.app.formatting import alarm_css, count, num, shape
 from gradviz.app.histogram import Histogram
-from gradviz.app.scene_api import palette_theme
+from gradviz.app.theme import palette_theme
 from gradviz.app.source_link import LocationLabel
 
 STAT_ROWS = (("norm", "norm"), ("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),

@@ -53,8 +53,6 @@ class Interaction:
             if item is not None:
                 item.setSelected(True)
         scene.blockSignals(False)
-        if hasattr(scene, "_on_selection"):
-            scene._on_selection()
         win.inspector.show_node(nid, doc.node(nid), doc.graph)
         if doc.view.nodes[nid].get("kind") == "group":
             win.outline.select_module(doc.view.nodes[nid].get("module", ""))
@@ -74,18 +72,7 @@ class Interaction:
         self.window.view.center_on_rect(rect)
 
     def node_at(self, scene_pt: QPointF) -> str | None:
-        scene = self.window.scene
-        if hasattr(scene, "node_at"):
-            return scene.node_at(scene_pt)
-        lay = self.document.layout
-        if lay is None:
-            return None
-        x, y = scene_pt.x(), scene_pt.y()
-        for n, (cx, cy) in lay.pos.items():
-            w, h = lay.size[n]
-            if abs(x - cx) <= w / 2 and abs(y - cy) <= h / 2:
-                return n
-        return None
+        return self.window.scene.node_at(scene_pt)
 
     # -- user input -----------------------------------------------------------
     def double_clicked(self, nid: str) -> None:

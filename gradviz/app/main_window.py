@@ -18,7 +18,6 @@ from PySide6.QtCore import QEvent, QPointF, QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QColor
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QVBoxLayout, QWidget
 
-from gradviz.app import scene_api
 from gradviz.app.docks import Docks
 from gradviz.app.document import Document
 from gradviz.app.error_panel import ErrorPanel
@@ -36,6 +35,8 @@ from gradviz.app.overlays import Overlays
 from gradviz.app.script_watcher import ReloadBar, ScriptWatcher
 from gradviz.app.search_bar import SearchBar
 from gradviz.app.status_bar import StatusBar
+from gradviz.app.theme import palette_theme
+from gradviz.render.scene import GraphScene
 
 
 class MainWindow(QMainWindow):
@@ -55,12 +56,8 @@ class MainWindow(QMainWindow):
         self._sized = False
 
         # the view and what floats over it
-        self.theme = scene_api.palette_theme(self.palette())
-        scene_cls = scene_api.graph_scene_class()
-        try:
-            self.scene = scene_cls(self, theme=self.theme)
-        except TypeError:
-            self.scene = scene_cls(self)
+        self.theme = palette_theme(self.palette())
+        self.scene = GraphScene(self, theme=self.theme)
         self.view = GraphView(self.scene)
         self.view.setContextMenuPolicy(Qt.CustomContextMenu)
         self.minimap = Minimap(self.view)

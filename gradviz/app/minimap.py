@@ -33,7 +33,7 @@ class Minimap(QWidget):
 
     def render_scene(self) -> None:
         scene = self._view.scene()
-        rect = scene.graph_rect() if hasattr(scene, "graph_rect") else scene.itemsBoundingRect()
+        rect = scene.graph_rect()
         if rect.isEmpty():
             self._pixmap = None
             self.hide()

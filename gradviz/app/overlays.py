@@ -6,7 +6,8 @@ Fit keeps every node above it.
 """
 from __future__ import annotations
 
-from gradviz.app import scene_api
+from gradviz.app.theme import palette_theme
+from gradviz.render.legend import ColorBarWidget
 
 LEGEND_INSET = 12     # px from the viewport's left and bottom edges
 LEGEND_GAP = 6        # px kept free between the graph and the legend's top
@@ -21,14 +22,10 @@ class Overlays:
         self.view.viewportMoved.connect(self.place)
 
     def _make_legend(self):
-        cls = scene_api.color_bar_class()
-        if cls is None:
-            return None
         win = self.window
-        legend = cls(self.view, theme=win.theme, key=False)
+        legend = ColorBarWidget(self.view, theme=win.theme, key=False)
         legend.setObjectName("legend")
-        if hasattr(win.scene, "colorScaleChanged"):
-            win.scene.colorScaleChanged.connect(legend.set_scale)
+        win.scene.colorScaleChanged.connect(legend.set_scale)
         legend.show()
         return legend
 
@@ -45,9 +42,8 @@ class Overlays:
         self.minimap.raise_()
 
     def set_legend_visible(self, on: bool) -> None:
-        if self.legend is not None:
-            self.legend.setVisible(on)
-            self.place()
+        self.legend.setVisible(on)
+        self.place()
 
     def set_minimap_visible(self, on: bool) -> None:
         self.minimap.wanted = on
@@ -58,13 +54,11 @@ class Overlays:
     def follow_palette(self) -> None:
         """After a palette change: switch scene, legend, histogram and map to a light or dark theme."""
         win = self.window
-        theme = scene_api.palette_theme(win.palette())
+        theme = palette_theme(win.palette())
         if theme == win.theme:
             return
         win.theme = theme
-        if hasattr(win.scene, "set_theme"):
-            win.scene.set_theme(theme)
-        if self.legend is not None:
-            self.legend.set_theme(theme)
+        win.scene.set_theme(theme)
+        self.legend.set_theme(theme)
         win.inspector.histogram.apply_palette()
         self.minimap.render_scene()

@@ -195,7 +195,7 @@ def view_job(graph, expanded: set[str]) -> Callable[[Report], ViewResult]:
 
 
 def _layout(view):
-    """Lay out with the scene's box sizes (``render.style.layout_graph``) when available."""
-    from gradviz.app.scene_api import layout_function
+    """Lay out with the box sizes the scene draws (``render.style.layout_graph``)."""
+    from gradviz.render.style import layout_graph
 
-    return layout_function()(view)
+    return layout_graph(view)
