@@ -188,10 +188,9 @@ class ForwardCapture(TorchFunctionMode):
             self.cuts.append(Cut("no_grad" if enabled is False else "enable_grad", self._stack[-1],
                                  *self._user_location(), grad_enabled=enabled))
             return
-        inputs = [a.grad_fn for a in tree_flatten(args)[0]
-                  if isinstance(a, torch.Tensor) and a.grad_fn is not None]
-        leaf_inputs = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor) and a.requires_grad]
-        if not inputs and not leaf_inputs:
+        tensors = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
+        inputs = [a.grad_fn for a in tensors if a.grad_fn is not None]
+        if not inputs and not any(a.requires_grad for a in tensors):
             return  # nothing was cut: the input carried no gradient anyway
         storage = []
         if isinstance(out, torch.Tensor) and out.grad_fn is None:
