@@ -312,16 +312,23 @@ def _fill_param_stats(graph: nx.DiGraph, model: nn.Module, grads: dict[str, Any]
     ``reachable=False``, so a view can show them and a check can name them."""
     bins = options.histogram_bins
     for name, p in model.named_parameters():
-        nid = f"param:{name}"
-        if nid not in graph:
-            graph.add_node(nid, kind="param", param=name, label=name, op="", shape=list(p.shape),
-                           dtype=str(p.dtype).replace("torch.", ""), device=str(p.device), outputs=[],
-                           module=name.rpartition(".")[0], module_type="", location="", code="", call="",
-                           saved=[], custom=None, reachable=False)
+        nid = add_param_node(graph, name, p)
         attrs = graph.nodes[nid]
         attrs.update(gstats.prefixed(gstats.tensor_stats([grads.get(name)], bins), "grad"))
         attrs.update(gstats.prefixed(gstats.tensor_stats([p], bins), "value"))
         attrs["requires_grad"] = p.requires_grad
+
+
+def add_param_node(graph: nx.DiGraph, name: str, p: torch.Tensor) -> str:
+    """The node of parameter ``name``; one backward never reached is added as an isolated
+    node with ``reachable=False`` (unused, cut off, or frozen)."""
+    nid = f"param:{name}"
+    if nid not in graph:
+        graph.add_node(nid, kind="param", param=name, label=name, op="", shape=list(p.shape),
+                       dtype=str(p.dtype).replace("torch.", ""), device=str(p.device), outputs=[],
+                       module=name.rpartition(".")[0], module_type="", location="", code="", call="",
+                       saved=[], custom=None, reachable=False)
+    return nid
 
 
 def _finish_modules(graph: nx.DiGraph, model: nn.Module | None) -> None:

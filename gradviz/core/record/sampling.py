@@ -156,18 +156,13 @@ class NodeSampling:
             self._graphs[digest] = entry
             return entry
         from gradviz.core.record.reader import graph_to_json
-        from gradviz.core.trace import TraceOptions, build_graph, _finish_modules
+        from gradviz.core.modules import module_table
+        from gradviz.core.trace import TraceOptions, add_param_node, build_graph
 
         g, _ = build_graph([root], self.module, cap, {}, TraceOptions(saved_tensors=True, capture_forward=False))
         for name, p in zip(self.stats.names, self.stats.params):
-            nid = f"param:{name}"
-            if nid not in g:
-                g.add_node(nid, kind="param", param=name, label=name, op="", shape=list(p.shape),
-                           dtype=str(p.dtype).replace("torch.", ""), device=str(p.device), outputs=[],
-                           module=name.rpartition(".")[0], module_type="", location="", code="", call="",
-                           saved=[], custom=None, reachable=False)
-            g.nodes[nid]["requires_grad"] = True
-        _finish_modules(g, self.module)
+            g.nodes[add_param_node(g, name, p)]["requires_grad"] = True
+        g.graph["modules"] = module_table(self.module, g)
         g.graph.update(step=self._step, script=None, device=str(root.device), loss=None)
         node_list = list(g.nodes)
         text = graph_to_json(g)
