@@ -107,3 +107,11 @@ def test_view_stays_fitted_when_a_bottom_panel_opens_until_the_user_moves_it(qtb
     window.error_dock.hide()
     qtbot.wait(50)
     assert window.view.scale_factor() == scale
+
+
+def test_first_view_of_a_tall_graph_keeps_node_text_readable(qtbot, window):
+    """A ResNet fitted whole would be drawn as bare blocks: its width is fitted instead."""
+    from gradviz.render.items import TEXT_LOD
+
+    open_and_wait(qtbot, window, MLP.parent / "cnn.py")
+    assert window.view.scale_factor() >= TEXT_LOD   # node labels are drawn

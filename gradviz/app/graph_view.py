@@ -11,11 +11,15 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QKeySequence, QPainter, QShortcut
 from PySide6.QtWidgets import QFrame, QGraphicsView, QLabel
 
+from gradviz.render.items import SIMPLE_LOD
+
 MIN_SCALE = 0.01
 MAX_SCALE = 8.0
 ANTIALIAS_ABOVE = 0.35   # below this zoom edges are sub-pixel anyway
 FIT_MAX_SCALE = 1.25     # Fit never blows a small graph up beyond this
-TOWER_BELOW = 0.12       # Fit scales below this are unreadable: fit the width instead
+# Fit scales where nodes are drawn as bare blocks (no shapes, no text) are unreadable: a tall
+# graph (a transformer tower, a ResNet) then fits its width instead; the minimap shows the rest
+TOWER_BELOW = SIMPLE_LOD
 TOWER_SCALE = 1.0        # ...at most at 1:1, where box labels are sized to be read
 
 
