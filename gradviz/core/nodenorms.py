@@ -26,6 +26,33 @@ from gradviz.core.walk import node_ids_for, root_ids, walk  # noqa: F401  (re-ex
 
 __all__ = ["NodeNormSampler", "node_ids_for", "root_ids", "prepare_inputs"]
 
+_HOST_DTYPES = frozenset({torch.float32, torch.float64})
+_numpy = torch.Tensor.numpy
+_vdot = np.vdot
+
+
+def _host_sq(g: torch.Tensor) -> Any:
+    """Squared L2 norm of a CPU float32/float64 gradient by BLAS on a numpy view (None
+    otherwise: another device or dtype, sparse...). ``np.vdot`` flattens, copying only a
+    non-contiguous gradient."""
+    if not g.is_cpu or g.dtype not in _HOST_DTYPES:
+        return None
+    try:
+        a = _numpy(g)
+    except RuntimeError:                       # requires grad (create_graph), conj/neg bit
+        try:
+            a = _numpy(g.detach().resolve_conj().resolve_neg())
+        except (RuntimeError, TypeError):
+            return None
+    except TypeError:                          # sparse and other layouts
+        return None
+    return _vdot(a, a)
+
+
+def _device_norm(g: torch.Tensor) -> torch.Tensor:
+    with torch.no_grad():
+        return torch.linalg.vector_norm(g) if g.dtype is torch.float32 else torch.linalg.vector_norm(g, dtype=torch.float32)
+
 
 def prepare_inputs(inputs: Sequence[Any]) -> tuple[Any, ...]:
     """Float input tensors as fresh leaves requiring grad (what ``trace`` does), so the
@@ -58,50 +85,66 @@ class NodeNormSampler:
 
         Returns float64 norms aligned with ``nodes``; ``missing`` (default NaN) where not
         hooked, where the hook never ran or where every incoming gradient was None. The fast path of
-        ``sample`` for callers that walked the graph already (the recorder).
+        ``sample`` for callers that walked the graph already (the recorder): on the CPU a hook
+        is one BLAS dot on a numpy view of the gradient (2-3x cheaper than a torch norm
+        kernel); elsewhere a 0-d norm tensor, all stacked and copied to the host once.
+        Hooks are not removed (that would cost as much again): they go inert when
+        ``backward`` returns and die with the graph.
         """
         n = len(nodes)
-        out: list[Any] = [None] * n
-        vector_norm = torch.linalg.vector_norm
-        f32 = torch.float32
-        calls = [0]
+        host: list[Any] = [None] * n              # squared norms computed on the host (CPU grads)
+        dev: dict[int, torch.Tensor] = {}         # norms computed on the device (0-d tensors)
+        live = [True]
 
         def make_hook(k: int) -> Callable:
             def hook(grad_outputs):
-                calls[0] += 1
+                if not live[0]:
+                    return None
                 if len(grad_outputs) == 1:
                     g = grad_outputs[0]
-                    if g is not None:
-                        out[k] = vector_norm(g) if g.dtype is f32 else vector_norm(g, dtype=f32)
+                    if g is None:
                         return None
+                    sq = _host_sq(g)
+                    if sq is None:
+                        dev[k] = _device_norm(g)
+                    else:
+                        host[k] = sq
+                    return None
                 gs = [g for g in grad_outputs if g is not None]
                 if gs:
-                    out[k] = vector_norm(torch.stack([vector_norm(g, dtype=f32).to(gs[0].device) for g in gs]))
+                    sqs = [_host_sq(g) for g in gs]
+                    if None in sqs:
+                        dev[k] = torch.linalg.vector_norm(torch.stack([_device_norm(g).to(gs[0].device) for g in gs]))
+                    else:
+                        host[k] = sum(float(v) for v in sqs)
                 return None
             return hook
 
-        handles = []
         try:
             if skip is None:
-                handles = [fn.register_prehook(make_hook(k)) for k, fn in enumerate(nodes)]
+                for k, fn in enumerate(nodes):
+                    fn.register_prehook(make_hook(k))
             else:
-                handles = [fn.register_prehook(make_hook(k)) for k, fn in enumerate(nodes) if not skip[k]]
+                for k, fn in enumerate(nodes):
+                    if not skip[k]:
+                        fn.register_prehook(make_hook(k))
             backward()
         finally:
-            for h in handles:
-                h.remove()
-            handles = []
-            self.hook_calls += calls[0]
-        ran = [k for k, v in enumerate(out) if v is not None]
+            live[0] = False
         values = np.full(n, missing)
+        ran = [k for k, v in enumerate(host) if v is not None]
         if ran:
-            parts = [out[k] for k in ran]
+            values[ran] = np.sqrt(np.array([host[k] for k in ran], dtype=np.float64))
+        if dev:
+            keys = list(dev)
+            parts = [dev[k] for k in keys]
             with torch.no_grad():
                 try:
                     stacked = torch.stack(parts)
                 except RuntimeError:                 # mixed devices / dtypes
                     stacked = torch.stack([t.to(parts[0].device, torch.float32) for t in parts])
-            values[ran] = stacked.to("cpu", torch.float64).numpy()
+            values[keys] = stacked.to("cpu", torch.float64).numpy()
+        self.hook_calls += len(ran) + len(dev)
         return values
 
     def sample(self, roots: torch.Tensor | Sequence[torch.Tensor], backward: Callable[[], Any] | None = None,

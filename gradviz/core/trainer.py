@@ -30,6 +30,7 @@ from gradviz.core.nodenorms import NodeNormSampler, prepare_inputs
 from gradviz.core.script import ModelScript, ScriptError, check_loss, error_from_exception, load_script
 from gradviz.core.stats import tensor_stats
 from gradviz.core.stepstats import StepStats
+from gradviz.core.update_cadence import UpdateCadence
 
 __all__ = ["TrainConfig", "Trainer", "LazyRow", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
            "available_devices", "lr_factor"]
@@ -37,7 +38,6 @@ __all__ = ["TrainConfig", "Trainer", "LazyRow", "NonFiniteLossError", "OPTIMIZER
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
 SCHEDULES = ("constant", "step", "cosine")
 DEFAULT_LR = {"sgd": 0.01, "sgd-momentum": 0.01, "adam": 1e-3, "adamw": 1e-3}
-UPDATE_BUDGET = 0.02          # auto update-ratio cadence: at most this fraction of the step time
 
 
 @dataclass
@@ -62,7 +62,7 @@ class TrainConfig:
     seed: int | None = 0                    # torch.manual_seed before building the model
     track_updates: bool = True              # update-to-weight ratios (one copy of the weights)
     # measure the update ratios every N steps; None = auto: as often as keeps their cost under
-    # UPDATE_BUDGET of the step time (every step unless the model is tiny); other steps -> NaN
+    # update_cadence.UPDATE_BUDGET of the step time (every step unless the model is tiny); other steps -> NaN
     update_ratio_every: int | None = None
     momentum: float = 0.9                   # sgd-momentum
     weight_decay: float = 0.01              # adamw
@@ -245,9 +245,7 @@ class Trainer:
         self._on_cpu = self.device.type == "cpu"
         self._loss_where = self.script.loss_site()
         self._ones: dict[tuple, torch.Tensor] = {}
-        self._update_cost = 0.0        # EMA of the seconds spent on update ratios (tracked steps)
-        self._step_cost = 0.0          # EMA of the step time
-        self._update_every = 1
+        self._cadence = UpdateCadence(self.config.update_ratio_every)
         self._apply_schedule(0)
 
     def _make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
@@ -373,7 +371,7 @@ class Trainer:
             if not math.isfinite(value):
                 self._raise_nonfinite(s, value)
             loss_sum = value
-        updates = self._updates_this_step(s)
+        updates = self._cadence.due(s)
         try:
             if self.scaler is not None:
                 self.scaler.unscale_(opt)
@@ -392,17 +390,13 @@ class Trainer:
         if updates:
             t_a = time.perf_counter()
             stats.after_update()
-            # cost of the ratios: the snapshot inside grads_ready is ~ the work of after_update, and
-            # the extra memory traffic slows the next kernels about as much again (measured in
-            # benchmarks/bench_training.py): count 3x what after_update takes
-            spent = 3 * (time.perf_counter() - t_a)
-            self._update_cost = spent if not self._update_cost else 0.9 * self._update_cost + 0.1 * spent
+            self._cadence.update_took(time.perf_counter() - t_a)
         lr = opt.param_groups[0]["lr"]
         if stats._numpy and node_norms is None:
             # the hot path: capture the step's numbers; the row's arrays are built when first read
             captured = stats.capture(loss_sum, lr)
-            st, loss_value = captured[7], captured[5]
-            self._step_cost = st if not self._step_cost else 0.9 * self._step_cost + 0.1 * st
+            loss_value = captured[5]
+            self._cadence.step_took(captured[7])
             if not math.isfinite(loss_value):
                 stats.restore_weights()
                 self._raise_nonfinite(s, loss_value)
@@ -411,8 +405,7 @@ class Trainer:
             return LazyRow(stats.build_row, captured, s)
         row = stats.finish(loss_sum / k if (k > 1 and not self._check_early) else loss_sum, lr)
         row["step"] = s
-        st = row["step_time"]
-        self._step_cost = st if not self._step_cost else 0.9 * self._step_cost + 0.1 * st
+        self._cadence.step_took(row["step_time"])
         if not math.isfinite(row["loss"]):
             stats.restore_weights()        # the model stays as it was before the bad update
             self._raise_nonfinite(s, row["loss"])
@@ -440,14 +433,6 @@ class Trainer:
         if last is None or last[0] != nid:
             return None
         return {"id": nid, "grad": last[1], "value": None}
-
-    def _updates_this_step(self, s: int) -> bool:
-        every = self.config.update_ratio_every
-        if every is None:
-            if s % 50 == 0 and self._step_cost > 0:        # re-plan now and then
-                self._update_every = max(1, math.ceil(self._update_cost / (UPDATE_BUDGET * self._step_cost)))
-            every = self._update_every
-        return every > 0 and s % every == 0
 
     def _raise_nonfinite(self, s: int, loss: float) -> None:
         diagnosis = None

@@ -25,7 +25,7 @@ What is recorded, per step (one row per ``w.step`` call):
   never ran (gradient accumulation, a GradScaler skip) has no update ratios.
   Cadence: ``update_ratio_every=N`` measures them every N steps; the default
   (None) measures every step for the first 10 steps, then as often as keeps their
-  cost (a copy of the weights and two passes over them) under 2 % of the step time,
+  cost (a copy of the weights and two passes over them) under 1 % of the step time,
   re-planned every 50 steps: on small, fast models that is every few steps. Steps
   not measured have no update ratios (like a step without an optimizer step).
 * every ``every`` steps (steps 0, every, 2*every, ...): the gradient norm at every
@@ -54,7 +54,6 @@ constructor (bad path) or from ``w.step`` (disk full), never silently later.
 from __future__ import annotations
 
 import atexit
-import math
 import os
 import socket
 import sys
@@ -72,10 +71,9 @@ from gradviz.core.record.sampling import NodeSampling
 from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
 from gradviz.core.record.writer import RunWriter
 from gradviz.core.stepstats import StepStats
+from gradviz.core.update_cadence import UpdateCadence
 
 __all__ = ["watch", "Watch", "unwrap_model", "dist_info"]
-
-UPDATE_BUDGET = 0.02         # auto update-ratio cadence: at most this fraction of the step time
 
 
 class Watch(NodeSampling):
@@ -124,10 +122,7 @@ class Watch(NodeSampling):
         self._last_flush = time.monotonic()
         self._on_cpu = self.stats.device.type == "cpu"
         # update-ratio cadence (see the module docstring): None = auto
-        self.update_ratio_every = update_ratio_every
-        self._upd_every = 1
-        self._upd_cost = 0.0                  # EMA: seconds the update ratios cost (x3, see _opt_post)
-        self._step_cost = 0.0                 # EMA: seconds between steps
+        self._cadence = UpdateCadence(update_ratio_every)
         self._t_prev: float | None = None
         self._upd_now = False
         self._closed = False
@@ -230,21 +225,12 @@ class Watch(NodeSampling):
         """Gradient norms of the step (and the theta snapshot when update ratios are due)."""
         now = time.perf_counter()
         if self._t_prev is not None:
-            dt = now - self._t_prev
-            self._step_cost = dt if not self._step_cost else 0.9 * self._step_cost + 0.1 * dt
+            self._cadence.step_took(now - self._t_prev)
         self._t_prev = now
-        self._upd_now = upd = self.optimizer is not None and self._updates_due(self._step)
+        self._upd_now = upd = self.optimizer is not None and self._cadence.due(self._step)
         self.stats.begin()
         self.stats.grads_ready(updates=upd)
         self._grads_read = True
-
-    def _updates_due(self, s: int) -> bool:
-        every = self.update_ratio_every
-        if every is None:
-            if s >= 10 and s % 50 == 10 and self._step_cost > 0:        # (re-)plan now and then
-                self._upd_every = max(1, math.ceil(self._upd_cost / (UPDATE_BUDGET * self._step_cost)))
-            every = self._upd_every
-        return every > 0 and s % every == 0
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
         if self._closed or not self._grads_read:
@@ -252,10 +238,7 @@ class Watch(NodeSampling):
         if self._upd_now:
             t0 = time.perf_counter()
             self.stats.after_update()
-            # the snapshot in grads_ready costs about what after_update does, and the extra memory
-            # traffic slows the next kernels about as much again: count 3x (as the Trainer does)
-            spent = 3 * (time.perf_counter() - t0)
-            self._upd_cost = spent if not self._upd_cost else 0.9 * self._upd_cost + 0.1 * spent
+            self._cadence.update_took(time.perf_counter() - t0)
         self._updated = True
         if self._awaiting_update:
             self._finish_open()
@@ -314,7 +297,7 @@ def watch(model: nn.Module, path: str | os.PathLike, every: int | None = 10,
     """Record a training loop into ``path`` (see ``gradviz.core.record.recorder``).
 
     With ``optimizer=``, update ratios are measured on a cadence: every step for the
-    first 10 steps, then as often as keeps their cost under 2 % of the step time
+    first 10 steps, then as often as keeps their cost under 1 % of the step time
     (``update_ratio_every=N`` forces every N steps); unmeasured steps have none.
     Rows are buffered in memory and committed every ``commit_every`` steps or
     ``commit_seconds``; a watch garbage-collected without ``close()`` may lose the

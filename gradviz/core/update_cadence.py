@@ -1,0 +1,47 @@
+"""How often to measure update ratios ``||delta theta|| / ||theta||``: on a cost budget.
+
+Measuring them needs a copy of the weights before the optimizer step and two passes over
+them after it. On a big model that is a few per cent of a step and worth doing every
+step; on a tiny one (the digits MLP: 0.55 ms a step) it would cost more than everything
+else gradviz does. The ratio moves slowly (the articles' rule of thumb watches its order
+of magnitude, ~1e-3), so the Trainer and ``watch`` measure it as often as keeps its cost
+under ``UPDATE_BUDGET`` of the step time; unmeasured steps have NaN.
+"""
+from __future__ import annotations
+
+import math
+
+__all__ = ["UPDATE_BUDGET", "UpdateCadence"]
+
+UPDATE_BUDGET = 0.01           # at most this fraction of the step time goes to update ratios
+REPLAN_EVERY = 50              # re-derive the cadence this often (steps)
+WARMUP_STEPS = 10              # measure every step until then (the first costs are known)
+
+
+class UpdateCadence:
+    """``due(step)``: measure update ratios on this step? ``every=N`` forces every N steps
+    (0: never); ``None`` plans from the costs reported with ``step_took`` and ``update_took``."""
+
+    def __init__(self, every: int | None = None) -> None:
+        self.every = every
+        self.auto_every = 1
+        self.update_cost = 0.0         # EMA, seconds the ratios cost on a measured step
+        self.step_cost = 0.0           # EMA, seconds a step takes
+
+    def due(self, step: int) -> bool:
+        every = self.every
+        if every is None:
+            if step >= WARMUP_STEPS and step % REPLAN_EVERY == WARMUP_STEPS and self.step_cost > 0:
+                self.auto_every = max(1, math.ceil(self.update_cost / (UPDATE_BUDGET * self.step_cost)))
+            every = self.auto_every
+        return every > 0 and step % every == 0
+
+    def step_took(self, seconds: float) -> None:
+        self.step_cost = seconds if not self.step_cost else 0.9 * self.step_cost + 0.1 * seconds
+
+    def update_took(self, seconds: float) -> None:
+        """The time ``after_update`` took. The snapshot before the step costs about as much,
+        and the extra memory traffic slows the next kernels about as much again (measured in
+        ``benchmarks/bench_training.py``): the cost counted is 3x."""
+        spent = 3 * seconds
+        self.update_cost = spent if not self.update_cost else 0.9 * self.update_cost + 0.1 * spent

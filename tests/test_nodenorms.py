@@ -1,0 +1,73 @@
+"""``NodeNormSampler.hooked_backward``: every node's incoming gradient norm, checked against torch."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gradviz.core.nodenorms import NodeNormSampler
+from gradviz.core.walk import walk
+
+
+def _expected(nodes, root):
+    """The same norms from torch: a prehook that keeps the incoming gradients themselves."""
+    seen = {}
+
+    def keep(k):
+        def hook(grad_outputs):
+            gs = [g.detach().double() for g in grad_outputs if g is not None]
+            if gs:
+                seen[k] = math.sqrt(sum(float((g * g).sum()) for g in gs))
+        return hook
+
+    handles = [fn.register_prehook(keep(k)) for k, fn in enumerate(nodes)]
+    root.backward(retain_graph=True)
+    for h in handles:
+        h.remove()
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_norms_match_torch_on_multi_output_and_strided_grads(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(6, 8, dtype=dtype, requires_grad=True)
+    w = torch.randn(8, 8, dtype=dtype, requires_grad=True)
+    a, b = (x @ w).chunk(2, dim=1)                 # a node with two outputs
+    y = (a.t() * 2).t() + torch.sigmoid(b) ** 2     # transposes: non-contiguous gradients
+    loss = y.sum()
+    nodes, _ = walk([loss.grad_fn])
+    expected = _expected(nodes, loss)
+    got = NodeNormSampler().hooked_backward(nodes, lambda: loss.backward())
+    assert len(expected) >= 6
+    tol = 1e-2 if dtype is torch.bfloat16 else 1e-5
+    for k, value in enumerate(got):
+        if k in expected:
+            assert value == pytest.approx(expected[k], rel=tol), nodes[k].name()
+        else:
+            assert np.isnan(value)
+
+
+def test_skip_missing_and_inert_hooks_after_return():
+    x = torch.randn(5, requires_grad=True)
+    loss = (x.exp() * 3).sum()
+    nodes, _ = walk([loss.grad_fn])
+    sampler = NodeNormSampler()
+    skip = [k == 0 for k in range(len(nodes))]
+    got = sampler.hooked_backward(nodes, lambda: loss.backward(retain_graph=True), skip, missing=-1.0)
+    assert got[0] == -1.0 and (got[1:] > 0).all()
+    calls = sampler.hook_calls
+    loss.backward()                                  # a second backward through the same graph
+    assert sampler.hook_calls == calls               # the hooks left behind do nothing
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")
+def test_create_graph_gradients():
+    x = torch.randn(4, requires_grad=True)
+    loss = (x ** 3).sum()
+    nodes, _ = walk([loss.grad_fn])
+    expected = _expected(nodes, loss)
+    got = NodeNormSampler().hooked_backward(nodes, lambda: loss.backward(create_graph=True))
+    x.grad = None                                    # break the cycle create_graph made
+    assert expected
+    for k, v in expected.items():
+        assert got[k] == pytest.approx(v, rel=1e-5)

@@ -1,0 +1,34 @@
+"""The update-ratio cadence shared by the Trainer and watch()."""
+import math
+
+from gradviz.core.update_cadence import REPLAN_EVERY, UPDATE_BUDGET, WARMUP_STEPS, UpdateCadence
+
+
+def _feed(c: UpdateCadence, step_s: float, update_s: float, steps: int) -> list[int]:
+    measured = []
+    for s in range(steps):
+        if c.due(s):
+            measured.append(s)
+            c.update_took(update_s)
+        c.step_took(step_s)
+    return measured
+
+
+def test_cheap_updates_are_measured_every_step():
+    c = UpdateCadence()
+    assert _feed(c, step_s=1e-2, update_s=1e-6, steps=200) == list(range(200))
+
+
+def test_costly_updates_are_thinned_to_the_budget():
+    c = UpdateCadence()
+    step_s, update_s = 1e-3, 0.9e-5                   # 3x counted: 2.7 % of a step -> every 3 steps at 1 %
+    measured = _feed(c, step_s, update_s, steps=WARMUP_STEPS + 3 * REPLAN_EVERY)
+    assert measured[:WARMUP_STEPS] == list(range(WARMUP_STEPS))     # warm-up: every step
+    assert c.auto_every == math.ceil(3 * update_s / (UPDATE_BUDGET * step_s)) == 3
+    late = [s for s in measured if s >= WARMUP_STEPS + REPLAN_EVERY]
+    assert all(s % 3 == 0 for s in late) and len(late) >= REPLAN_EVERY // 3
+
+
+def test_forced_cadence():
+    assert _feed(UpdateCadence(4), 1e-3, 1.0, 20) == [0, 4, 8, 12, 16]
+    assert _feed(UpdateCadence(0), 1e-3, 0.0, 20) == []
