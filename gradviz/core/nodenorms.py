@@ -24,7 +24,7 @@ from torch import nn
 from gradviz.core.stats import tensor_stats
 from gradviz.core.walk import node_ids_for, root_ids, walk  # noqa: F401  (re-exported)
 
-__all__ = ["NodeNormSampler", "node_ids_for", "root_ids", "prepare_inputs"]
+__all__ = ["NodeNormSampler", "HookPlan", "hook_plan", "node_ids_for", "root_ids", "prepare_inputs"]
 
 _HOST_DTYPES = frozenset({torch.float32, torch.float64})
 _numpy = torch.Tensor.numpy
@@ -33,8 +33,11 @@ _vdot = np.vdot
 
 def _host_sq(g: torch.Tensor) -> Any:
     """Squared L2 norm of a CPU float32/float64 gradient by BLAS on a numpy view (None
-    otherwise: another device or dtype, sparse...). ``np.vdot`` flattens, copying only a
-    non-contiguous gradient."""
+    otherwise: another device or dtype, sparse...).
+
+    A norm ignores the order of the elements, so a transposed or permuted gradient (a third
+    of a transformer's: ``t()``, attention heads) is read in its memory order instead of
+    being copied; only a non-dense one (a slice) is copied by ``np.vdot``."""
     if not g.is_cpu or g.dtype not in _HOST_DTYPES:
         return None
     try:
@@ -46,7 +49,66 @@ def _host_sq(g: torch.Tensor) -> Any:
             return None
     except TypeError:                          # sparse and other layouts
         return None
-    return _vdot(a, a)
+    if g.is_contiguous():
+        return _vdot(a, a)
+    strides = a.strides
+    order = _MEMORY_ORDER.get(strides)
+    if order is None:
+        if len(_MEMORY_ORDER) > 4096:
+            _MEMORY_ORDER.clear()
+        order = _MEMORY_ORDER[strides] = tuple(sorted(range(len(strides)), key=strides.__getitem__, reverse=True))
+    t = a.transpose(order)
+    return _vdot(t, t)
+
+
+_MEMORY_ORDER: dict[tuple, tuple] = {}       # strides -> the axis order that walks memory forwards
+
+
+class HookPlan:
+    """Where ``hooked_backward`` puts post hooks for one graph structure (node indices only,
+    so it holds no node and is reused by every step with the same structure).
+
+    ``hooks``: ``(p, k, pairs)`` per hooked node ``p``: ``k`` = ``p`` when it measures its
+    own incoming gradient (-1 when a consumer of ``p`` does), ``pairs`` = ``((j, c), ...)``:
+    child ``c``'s incoming gradient is ``p``'s outgoing gradient ``j``.
+    """
+
+    __slots__ = ("hooks", "n_nodes")
+
+    def __init__(self, hooks: list[tuple[int, int, tuple]], n_nodes: int) -> None:
+        self.hooks = hooks
+        self.n_nodes = n_nodes
+
+
+def hook_plan(nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, int]], skip: Sequence[bool]) -> HookPlan:
+    """Few post hooks that measure every node not skipped (see ``hooked_backward``).
+
+    A node with exactly one consuming edge is measured by its consumer's post hook;
+    leaves-first greedy choice of consumers (about half the nodes of a transformer)."""
+    index = {fn: i for i, fn in enumerate(nodes)}
+    n = len(nodes)
+    uses = [0] * n
+    consumer = [-1] * n
+    for prod, cons, _ in edges:
+        i = index[prod]
+        uses[i] += 1
+        consumer[i] = index[cons]
+    covered = [False] * n
+    chosen: dict[int, list] = {}
+    for i in range(n - 1, -1, -1):
+        if skip[i] or covered[i]:
+            continue
+        p = consumer[i] if uses[i] == 1 else i
+        entry = chosen.get(p)
+        if entry is None:
+            entry = chosen[p] = [p if not (covered[p] or skip[p]) else -1, []]
+            covered[p] = True
+        for j, (child, _) in enumerate(nodes[p].next_functions):
+            c = index.get(child) if child is not None else None
+            if c is not None and not skip[c] and uses[c] == 1 and not covered[c]:
+                entry[1].append((j, c))
+                covered[c] = True
+    return HookPlan([(p, k, tuple(pairs)) for p, (k, pairs) in chosen.items()], n)
 
 
 def _device_norm(g: torch.Tensor) -> torch.Tensor:
@@ -79,55 +141,89 @@ class NodeNormSampler:
         self.last_detail: tuple[str, dict | None] | None = None   # see ``sample(detail=...)``
 
     def hooked_backward(self, nodes: Sequence[Any], backward: Callable[[], Any],
-                        skip: Sequence[bool] | None = None, missing: float = float("nan")) -> np.ndarray:
-        """Run ``backward`` with a norm prehook on each of ``nodes`` (``walk()``'s list for the
-        roots ``backward`` differentiates) but those where ``skip[k]`` is true.
+                        skip: Sequence[bool] | None = None, missing: float = float("nan"),
+                        plan: "HookPlan | None" = None) -> np.ndarray:
+        """Run ``backward`` with norm hooks covering ``nodes`` (``walk()``'s list for the roots
+        ``backward`` differentiates) but those where ``skip[k]`` is true.
 
         Returns float64 norms aligned with ``nodes``; ``missing`` (default NaN) where not
-        hooked, where the hook never ran or where every incoming gradient was None. The fast path of
-        ``sample`` for callers that walked the graph already (the recorder): on the CPU a hook
-        is one BLAS dot on a numpy view of the gradient (2-3x cheaper than a torch norm
-        kernel); elsewhere a 0-d norm tensor, all stacked and copied to the host once.
-        Hooks are not removed (that would cost as much again): they go inert when
-        ``backward`` returns and die with the graph.
+        measured, where the node never ran or where every incoming gradient was None. The
+        fast path of ``sample`` for callers that walked the graph already (the recorder).
+
+        ``plan`` (from ``hook_plan``, cacheable per graph structure) puts a *post* hook on
+        about half the nodes: a node consumed by exactly one other node receives exactly the
+        gradient its consumer produced for it, so the consumer's post hook (which sees its
+        own incoming and outgoing gradients) measures both. Without a plan: a prehook on
+        every node. On the CPU a norm is one BLAS dot on a numpy view of the gradient (2-3x
+        cheaper than a torch norm kernel); elsewhere a 0-d norm tensor, all stacked and
+        copied to the host once. Hooks are not removed (that would cost as much again):
+        they go inert when ``backward`` returns and die with the graph.
         """
         n = len(nodes)
         host: list[Any] = [None] * n              # squared norms computed on the host (CPU grads)
         dev: dict[int, torch.Tensor] = {}         # norms computed on the device (0-d tensors)
         live = [True]
 
-        def make_hook(k: int) -> Callable:
+        def put(k: int, grads: tuple) -> None:
+            if len(grads) == 1:
+                g = grads[0]
+                if g is None:
+                    return
+                sq = _host_sq(g)
+                if sq is None:
+                    dev[k] = _device_norm(g)
+                else:
+                    host[k] = sq
+                return
+            gs = [g for g in grads if g is not None]
+            if gs:
+                sqs = [_host_sq(g) for g in gs]
+                if None in sqs:
+                    dev[k] = torch.linalg.vector_norm(torch.stack([_device_norm(g).to(gs[0].device) for g in gs]))
+                else:
+                    host[k] = sum(float(v) for v in sqs)
+
+        def put_one(k: int, g: torch.Tensor) -> None:
+            sq = _host_sq(g)
+            if sq is None:
+                dev[k] = _device_norm(g)
+            else:
+                host[k] = sq
+
+        def make_pre(k: int) -> Callable:
             def hook(grad_outputs):
-                if not live[0]:
-                    return None
-                if len(grad_outputs) == 1:
-                    g = grad_outputs[0]
-                    if g is None:
-                        return None
-                    sq = _host_sq(g)
-                    if sq is None:
-                        dev[k] = _device_norm(g)
-                    else:
-                        host[k] = sq
-                    return None
-                gs = [g for g in grad_outputs if g is not None]
-                if gs:
-                    sqs = [_host_sq(g) for g in gs]
-                    if None in sqs:
-                        dev[k] = torch.linalg.vector_norm(torch.stack([_device_norm(g).to(gs[0].device) for g in gs]))
-                    else:
-                        host[k] = sum(float(v) for v in sqs)
-                return None
+                if live[0]:
+                    put(k, grad_outputs)
+            return hook
+
+        def make_post(k: int, pairs: tuple) -> Callable:
+            if not pairs:
+                def hook(grad_inputs, grad_outputs):
+                    if live[0]:
+                        put(k, grad_outputs)
+            else:
+                def hook(grad_inputs, grad_outputs):
+                    if not live[0]:
+                        return
+                    if k >= 0:
+                        put(k, grad_outputs)
+                    for j, c in pairs:
+                        g = grad_inputs[j]
+                        if g is not None:
+                            put_one(c, g)
             return hook
 
         try:
-            if skip is None:
+            if plan is not None:
+                for p, k, pairs in plan.hooks:
+                    nodes[p].register_hook(make_post(k, pairs))
+            elif skip is None:
                 for k, fn in enumerate(nodes):
-                    fn.register_prehook(make_hook(k))
+                    fn.register_prehook(make_pre(k))
             else:
                 for k, fn in enumerate(nodes):
                     if not skip[k]:
-                        fn.register_prehook(make_hook(k))
+                        fn.register_prehook(make_pre(k))
             backward()
         finally:
             live[0] = False

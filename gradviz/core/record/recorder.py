@@ -138,10 +138,7 @@ class Watch(NodeSampling):
         self._init_sampling()                 # node norms (sampling.py)
 
         self._handles: list[Any] = []
-        if self.every:
-            if capture_modules:
-                self._handles.append(self.module.register_forward_pre_hook(self._forward_pre))
-            self._handles.append(self.module.register_forward_hook(self._forward_post, always_call=True))
+        self._arm_forward(True)               # step 0 is sampled
         if optimizer is not None:
             self._handles.append(optimizer.register_step_pre_hook(self._opt_pre))
             self._handles.append(optimizer.register_step_post_hook(self._opt_post))
@@ -181,6 +178,8 @@ class Watch(NodeSampling):
             self._awaiting_update = True
         if len(self._rows) >= self._commit_every or time.monotonic() - self._last_flush >= self._commit_seconds:
             self._flush()
+        if self.every:
+            self._arm_forward(self._step % self.every == 0)
         return s
 
     def close(self) -> None:
@@ -192,6 +191,7 @@ class Watch(NodeSampling):
             if self._open_step is not None:
                 self._finish_open()
             self._flush()
+            self._arm_forward(False)
             for h in self._handles:
                 h.remove()
             self._handles.clear()

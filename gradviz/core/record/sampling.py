@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradviz.core.nodenorms import NodeNormSampler, node_ids_for
+from gradviz.core.nodenorms import NodeNormSampler, hook_plan, node_ids_for
 from gradviz.core.record.schema import NO_VALUE
 from gradviz.core.walk import walk
 
@@ -53,9 +53,27 @@ class NodeSampling:
         self._node_result: tuple[int, bytes] | None = None
         self._graphs: dict[str, tuple[int, list[str], bool]] = {}    # hash -> (graph id, node ids, has modules)
         self._hash_cache: dict[tuple, str] = {}
+        self._plans: dict[str, object] = {}                               # hash -> nodenorms.HookPlan
         self._needs_capture = self.capture_modules
+        self._fwd_handles: list = []
         self.graph_error: str | None = None
         self.node_error: str | None = None
+
+    def _arm_forward(self, on: bool) -> None:
+        """Forward hooks on the model only while the next step is a sampled one: a module with
+        hooks takes the slow path of ``Module.__call__`` on every call. (Changed between steps,
+        never from inside a hook: the module is iterating its hook dicts then.)"""
+        on = on and bool(self.every) and not self._closed
+        if on == bool(self._fwd_handles):
+            return
+        if on:
+            if self.capture_modules:
+                self._fwd_handles.append(self.module.register_forward_pre_hook(self._forward_pre))
+            self._fwd_handles.append(self.module.register_forward_hook(self._forward_post, always_call=True))
+        else:
+            for h in self._fwd_handles:
+                h.remove()
+            self._fwd_handles = []
 
     def _sampled_next(self) -> bool:
         return bool(self.every) and not self._closed and self._step % self.every == 0
@@ -101,30 +119,39 @@ class NodeSampling:
         if not isinstance(root, torch.Tensor) or root.grad_fn is None or self._closed:
             return func(*args, **kwargs)
         nodes, edges = walk([root.grad_fn])          # one walk: structure hash and hooks
-        entry = None
+        entry = plan = None
         try:
-            entry = self._structure(root, nodes, edges)
+            entry, digest = self._structure(root, nodes, edges)
+            plan = self._plans.get(digest)
+            if plan is None:
+                if len(self._plans) > 64:
+                    self._plans.clear()
+                plan = self._plans[digest] = hook_plan(nodes, edges, self._skip_params(nodes))
         except Exception as exc:                         # never break the user's backward
             self.graph_error = f"{type(exc).__name__}: {exc}"
         self._capture = None
+        skip = None if plan is not None else self._skip_params(nodes)
         del edges
 
         def backward():
             return func(*args, **kwargs)
 
-        # parameters: their norms come from the step row (StepStats), not a second pass here
-        skip = [hasattr(fn, "variable") and id(fn.variable) in self._param_ids for fn in nodes]
         self._sampler.last_n_nodes = len(nodes)
         try:
-            values = self._sampler.hooked_backward(nodes, backward, skip, missing=NO_VALUE)   # backward errors propagate
-        finally:
+            values = self._sampler.hooked_backward(nodes, backward, skip, missing=NO_VALUE, plan=plan)
+        finally:                                         # (backward errors propagate)
             del nodes
         if entry is not None:
             self._node_result = (entry[0], entry[3], values)
         return None
 
-    def _structure(self, root: torch.Tensor, nodes: list, edges: list) -> tuple | None:
-        """(graph id, node ids of the stored graph, has modules, selector) of this graph's structure.
+    def _skip_params(self, nodes: list) -> list[bool]:
+        """Parameters are not hooked: their norms come from the step row (StepStats)."""
+        pid = self._param_ids
+        return [hasattr(fn, "variable") and id(fn.variable) in pid for fn in nodes]
+
+    def _structure(self, root: torch.Tensor, nodes: list, edges: list) -> tuple[tuple, str]:
+        """``((graph id, node ids of the stored graph, has modules, selector), structure hash)``.
 
         The selector maps each stored node id to where its norm comes from: an index into
         ``concat(walk-order node norms, [1.0 for the loss], param grad norms, [NO_VALUE])``."""
@@ -148,13 +175,13 @@ class NodeSampling:
         known = self._graphs.get(digest)
         cap = self._capture
         if known is not None and (known[2] or cap is None):
-            return known
+            return known, digest
         ids = node_ids_for(nodes, self._param_ids, {})
         if not self.record_graph:
             node_list = ids + ["loss"]
             entry = (0, node_list, True, self._selector(ids, node_list))
             self._graphs[digest] = entry
-            return entry
+            return entry, digest
         from gradviz.core.record.reader import graph_to_json
         from gradviz.core.modules import module_table
         from gradviz.core.trace import TraceOptions, add_param_node, build_graph
@@ -174,7 +201,7 @@ class NodeSampling:
             entry = (gid, node_list, cap is not None, self._selector(ids, node_list))
         self._graphs[digest] = entry
         self._needs_capture = self.capture_modules and not entry[2]
-        return entry
+        return entry, digest
 
     def _selector(self, ids: list[str], node_list: list[str]) -> np.ndarray:
         n_walk, n_par = len(ids), len(self.param_names)
