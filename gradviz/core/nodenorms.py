@@ -197,26 +197,24 @@ class NodeNormSampler:
             return hook
 
         def make_post(k: int, pairs: tuple) -> Callable:
-            if not pairs:
-                def hook(grad_inputs, grad_outputs):
-                    if live[0]:
-                        put(k, grad_outputs)
-            else:
-                def hook(grad_inputs, grad_outputs):
-                    if not live[0]:
-                        return
-                    if k >= 0:
-                        put(k, grad_outputs)
-                    for j, c in pairs:
-                        g = grad_inputs[j]
-                        if g is not None:
-                            put_one(c, g)
+            def hook(grad_inputs, grad_outputs):
+                if not live[0]:
+                    return
+                if k >= 0:
+                    put(k, grad_outputs)
+                for j, c in pairs:
+                    g = grad_inputs[j]
+                    if g is not None:
+                        put_one(c, g)
             return hook
 
         try:
             if plan is not None:
                 for p, k, pairs in plan.hooks:
-                    nodes[p].register_hook(make_post(k, pairs))
+                    if pairs:
+                        nodes[p].register_hook(make_post(k, pairs))
+                    else:                            # a prehook: torch wraps fewer tensors for it
+                        nodes[p].register_prehook(make_pre(k))
             elif skip is None:
                 for k, fn in enumerate(nodes):
                     fn.register_prehook(make_pre(k))
