@@ -54,6 +54,7 @@ constructor (bad path) or from ``w.step`` (disk full), never silently later.
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import socket
 import sys
@@ -81,7 +82,7 @@ class Watch(NodeSampling):
 
     def __init__(self, model: nn.Module, path: str | os.PathLike, every: int | None = 10,
                  optimizer: torch.optim.Optimizer | None = None, *, graph: bool = True,
-                 capture_modules: bool = True, overwrite: bool = True, commit_every: int = 50,
+                 capture_modules: bool = True, overwrite: bool = True, commit_every: int = 1000,
                  commit_seconds: float = 0.5, rank: int | None = None, world_size: int | None = None,
                  update_ratio_every: int | None = None) -> None:
         if not isinstance(model, nn.Module):
@@ -119,7 +120,9 @@ class Watch(NodeSampling):
         self._rows: list[tuple] = []
         self._commit_every = max(1, int(commit_every))
         self._commit_seconds = float(commit_seconds)
-        self._last_flush = time.monotonic()
+        # the first step is committed at once: a path that cannot take rows (a full disk) fails
+        # in the user's loop at step 0; later commits come every commit_seconds (or commit_every rows)
+        self._last_flush = -math.inf
         self._on_cpu = self.stats.device.type == "cpu"
         # update-ratio cadence (see the module docstring): None = auto
         self._cadence = UpdateCadence(update_ratio_every)
@@ -160,7 +163,8 @@ class Watch(NodeSampling):
         """Record the step whose backward just ran; returns its step number."""
         if self._closed:
             raise RecordError("this watch is closed", self.path)
-        self._drop_tap()
+        if self._tap is not None or self._capture is not None:
+            self._drop_tap()
         if self._open_step is not None and not self._updated:
             # previous step still open: its optimizer step never came (or w.step twice)
             self._finish_open()
@@ -169,17 +173,19 @@ class Watch(NodeSampling):
         if not self._grads_read:
             self._read_grads()
         if isinstance(loss, torch.Tensor):
-            loss = loss.item() if (self._on_cpu and loss.device.type == "cpu" and loss.numel() == 1) else loss.detach()
+            loss = loss.item() if (self._on_cpu and loss.is_cpu and loss.numel() == 1) else loss.detach()
         self._open_loss = loss
         self._open_step = s
         if self.optimizer is None or self._updated:
             self._finish_open()
         else:
             self._awaiting_update = True
-        if len(self._rows) >= self._commit_every or time.monotonic() - self._last_flush >= self._commit_seconds:
+        rows = self._rows
+        if rows and (len(rows) >= self._commit_every or time.monotonic() - self._last_flush >= self._commit_seconds):
             self._flush()
-        if self.every:
-            self._arm_forward(self._step % self.every == 0)
+        every = self.every
+        if every and (self._step % every == 0) != bool(self._fwd_handles):
+            self._arm_forward(not self._fwd_handles)
         return s
 
     def close(self) -> None:
@@ -299,8 +305,8 @@ def watch(model: nn.Module, path: str | os.PathLike, every: int | None = 10,
     With ``optimizer=``, update ratios are measured on a cadence: every step for the
     first 10 steps, then as often as keeps their cost under 1 % of the step time
     (``update_ratio_every=N`` forces every N steps); unmeasured steps have none.
-    Rows are buffered in memory and committed every ``commit_every`` steps or
-    ``commit_seconds``; a watch garbage-collected without ``close()`` may lose the
+    Rows are buffered in memory and committed at the first step, then every
+    ``commit_seconds`` (0.5) or ``commit_every`` (1000) steps, whichever comes first; a watch garbage-collected without ``close()`` may lose the
     uncommitted ones (``close()``, a ``with`` block or interpreter exit commit them).
     """
     return Watch(model, path, every=every, optimizer=optimizer, **options)

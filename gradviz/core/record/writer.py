@@ -44,7 +44,7 @@ class RunWriter:
     """Writes one run file. Not thread-safe: use it from one thread."""
 
     def __init__(self, path: str | os.PathLike, meta: dict[str, Any], *, overwrite: bool = True,
-                 commit_every: int = 50, commit_seconds: float = 0.5) -> None:
+                 commit_every: int = 1000, commit_seconds: float = 0.5) -> None:
         self.path = Path(path)
         self.commit_every = max(1, int(commit_every))
         self.commit_seconds = float(commit_seconds)
