@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core.nodenorms import NodeNormSampler
+from gradviz.core.nodenorms import NodeNormSampler, hook_plan
 from gradviz.core.walk import walk
 
 
@@ -71,3 +71,58 @@ def test_create_graph_gradients():
     assert expected
     for k, v in expected.items():
         assert got[k] == pytest.approx(v, rel=1e-5)
+
+
+class View(torch.autograd.Function):
+    """A custom Function named like a layout op that scales its gradient: never trusted."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return 3 * g
+
+
+def _graph_with_shortcuts():
+    torch.manual_seed(1)
+    x = torch.randn(4, 6, requires_grad=True)
+    w = torch.randn(6, 6, requires_grad=True)
+    bias = torch.randn(6, requires_grad=True)
+    h = (x @ w).view(2, 2, 6).transpose(0, 1).reshape(4, 6)      # layout chain
+    h2 = torch.add(h.tanh(), h.sin(), alpha=2.0)                   # alpha scales one input
+    h3 = h2 - h.exp() + bias                                       # sub; bias broadcasts
+    h4 = View.apply(h3.sigmoid())
+    return (h4.t().contiguous() * torch.linspace(0.1, 1, 4)).sum()
+
+
+def test_hook_plan_gives_the_norms_of_hooking_every_node():
+    loss = _graph_with_shortcuts()
+    nodes, edges = walk([loss.grad_fn])
+    skip = [hasattr(fn, "variable") for fn in nodes]
+    expected = _expected(nodes, loss)
+    plan = hook_plan(nodes, edges, skip)
+    got = NodeNormSampler().hooked_backward(nodes, lambda: loss.backward(), skip, plan=plan)
+    assert len(plan.hooks) < sum(not s for s in skip)              # fewer hooks than nodes
+    assert len(plan.copies) >= 3                                   # norms passed on through views/adds
+    for k, fn in enumerate(nodes):
+        if skip[k]:
+            assert np.isnan(got[k])
+        else:
+            assert got[k] == pytest.approx(expected[k], rel=1e-5), fn.name()
+
+
+def test_hook_plan_copies_only_through_exact_passes():
+    loss = _graph_with_shortcuts()
+    nodes, edges = walk([loss.grad_fn])
+    plan = hook_plan(nodes, edges, [hasattr(fn, "variable") for fn in nodes])
+    consumers = {}
+    for prod, cons, _ in edges:
+        consumers.setdefault(prod, []).append(cons)
+    for c in plan.copies.tolist():
+        (through,) = consumers[nodes[c]]
+        assert not hasattr(through, "_forward_cls")                  # not the custom "View"
+        name = through.name()
+        assert any(name.startswith(op) for op in ("View", "Transpose", "T", "Clone", "UnsafeView",
+                                                  "Add", "Sub", "Reshape", "Permute")), name
