@@ -38,8 +38,12 @@ must be in place before backward runs. A forward hook on the model, on a step th
 will be sampled, pushes a tiny ``TorchFunctionMode`` that lets every call through
 until it sees ``Tensor.backward`` (``loss.backward()``): there, before the backward
 runs, it walks the loss's graph, hashes its structure, stores the structure if
-new, and runs that backward under ``gradviz.core.nodenorms.NodeNormSampler``'s
-prehooks. The mode is removed at the next ``w.step``. Consequences: node norms
+new, and runs that backward under the hooks of ``NodeNormSampler.hooked_backward``,
+placed by a ``hook_plan`` cached per structure (about one hook per three nodes: a
+node whose only consumer hands it a gradient is measured by that consumer's post
+hook, and one whose consumer is a view, transpose or equal-shape add gets its
+consumer's norm). The forward hooks exist only while the next step is a sampled
+one, and the mode is removed at the next ``w.step``. Consequences: node norms
 need the model to be called (``model(x)``, not ``model.forward(x)``) and the
 backward to be ``tensor.backward()`` (not ``torch.autograd.backward/grad``); a
 sampled step that misses either simply has no node norms. Nothing keeps the
