@@ -112,6 +112,32 @@ def test_stepstats_skip_updates(path):
     assert not st.restore_weights()
 
 
+@pytest.mark.parametrize("unused", [False, True])
+def test_stepstats_many_vector_params_batched(unused):
+    """20+ biases and norm weights: their norms come from one concatenation (CPU fast path)."""
+    torch.manual_seed(3)
+    layers = [m for _ in range(6) for m in (nn.Linear(8, 8), nn.LayerNorm(8), nn.GELU())]
+    net = nn.ModuleDict({"body": nn.Sequential(*layers), "spare": nn.LayerNorm(8)})   # spare: never called
+    st = StepStats(net.named_parameters() if unused else
+                   [(n, p) for n, p in net.named_parameters() if not n.startswith("spare")])
+    assert st._vectors is not None
+    for step in range(3):
+        net.zero_grad()
+        st.begin()
+        loss = net["body"](torch.randn(5, 8, dtype=torch.float32) * (step + 1)).pow(2).mean()
+        loss.backward()
+        st.grads_ready(updates=False)
+        row = st.finish(loss)
+        for i, name in enumerate(st.names):
+            grad = dict(net.named_parameters())[name].grad
+            if grad is None:
+                assert not row["has_grad"][i]
+            else:
+                assert row["param_norms"][i] == pytest.approx(grad.double().norm().item(), rel=1e-6), name
+        expected = math.sqrt(sum(p.grad.double().norm().item() ** 2 for p in net.parameters() if p.grad is not None))
+        assert row["grad_norm"] == pytest.approx(expected, rel=1e-6)
+
+
 def test_stepstats_nonfinite_and_restore(path):
     m = _net()
     opt = torch.optim.SGD(m.parameters(), lr=0.1)
