@@ -460,3 +460,21 @@ def _long_loop(tmp_path, steps):
     assert grown < 25, f"RSS grew by {grown:.1f} MB over {steps - warm} steps"
     with open_run(tmp_path / "long.gvrun") as r:
         assert r.n_steps() == steps and len(r.node_steps()) == steps // 10
+
+
+def test_a_bias_without_gradient_by_design_is_not_vanishing(tmp_path):
+    """A bias that a batch-mean subtraction cancels gets exactly zero gradient: not an alarm."""
+    torch.manual_seed(0)
+    fc, head = nn.Linear(4, 8), nn.Linear(8, 3)
+    model = nn.ModuleDict({"fc": fc, "head": head})
+    with watch(model, tmp_path / "b.gvrun", every=0) as w:
+        for step in range(5):
+            model.zero_grad()
+            h = fc(torch.randn(16, 4))
+            h = h - h.mean(dim=0)                       # cancels fc.bias exactly
+            nn.functional.cross_entropy(head(torch.tanh(h)), torch.randint(3, (16,))).backward()
+            assert float(fc.bias.grad.abs().max()) < 1e-6
+            w.step(1.0)
+    with open_run(tmp_path / "b.gvrun") as r:
+        codes = {f.code for f in run_findings(r)}
+    assert "run-vanishing" not in codes

@@ -114,13 +114,17 @@ def run_findings(reader: RunReader, steps: dict[str, np.ndarray] | None = None) 
             params=top, data={"first_step": int(step[i]), "max": float(gnorm[j]), "max_step": int(step[j]),
                               "n_steps": int(big.sum())}))
 
-    # vanishing: per-parameter norms < 1e-6 of the largest, in at least half the steps
-    if norms.shape[1] > 1:
+    # vanishing: per-parameter norms < 1e-6 of the largest, in at least half the steps. As in the
+    # live check (diagnosis/norms.py) only matrix-like parameters count: a bias can get a tiny or
+    # exactly zero gradient by design (an attention key's bias: softmax ignores a shift)
+    shapes = reader.meta.get("param_shapes") or []
+    matrix = np.array([len(shapes[k]) >= 2 if k < len(shapes) else True for k in range(norms.shape[1])], dtype=bool)
+    if matrix.sum() > 1:
         with np.errstate(invalid="ignore"):
-            finite_norms = np.where(np.isfinite(norms), norms, np.nan)
+            finite_norms = np.where(np.isfinite(norms) & matrix, norms, np.nan)
             largest = np.nanmax(np.where(np.isnan(finite_norms), -np.inf, finite_norms), axis=1)
             tiny = (finite_norms < VANISHING_RATIO * largest[:, None]) & (largest[:, None] > 0)
-        counted = has.sum(axis=0)
+        counted = (has & matrix).sum(axis=0)
         frac = np.where(counted > 0, tiny.sum(axis=0) / np.maximum(counted, 1), 0.0)
         vanish = np.flatnonzero(frac >= 0.5)
         if len(vanish):
