@@ -232,3 +232,35 @@ def test_opening_a_run_file_like_a_script_shows_its_graph(qtbot, tmp_path):
     assert win.document.graph.nodes["param:fc2.weight"]["kind"] == "param"
     win.run_panel.shutdown()
     win.shutdown()
+
+
+def test_module_tree_and_summary_follow_the_chosen_step(qtbot, tmp_path):
+    """Choosing a recorded step repaints the module norms and the summary's total with that step's."""
+    import math
+
+    from gradviz.app.formatting import num
+    from gradviz.app.main_window import MainWindow
+    from gradviz.core.record import open_run
+
+    win = MainWindow(extensions=True)
+    qtbot.addWidget(win)
+    path = tmp_path / "steps.gvrun"
+    _record(path, 6)
+    with qtbot.waitSignal(win.graphShown, timeout=20000):
+        win.open_script(path)
+    panel = win.run_panel
+    with open_run(path) as r:
+        names = r.param_names
+        rows = {s: r.step_row(s) for s in panel.node_steps}
+    for step in (panel.node_steps[0], panel.node_steps[-1]):
+        panel.choose_step(step)
+        row = rows[step]
+        norm = dict(zip(names, row["grad_norms"]))
+        fc1 = math.sqrt(norm["fc1.weight"] ** 2 + norm["fc1.bias"] ** 2)
+        total = math.sqrt(sum(v * v for v, has in zip(row["grad_norms"], row["has_grad"]) if has))
+        qtbot.waitUntil(lambda: win.outline.module_norm_text("fc1") == num(fc1), timeout=5000)
+        assert win.outline.module_norm_text("") == num(total)
+        assert win.outline.module_norm_text("never") == "—"          # no gradient: nothing to show
+        assert win.inspector.gradient.values["total grad norm"] == num(total)
+    win.run_panel.shutdown()
+    win.shutdown()

@@ -10,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
+from PySide6.QtCore import QTimer
+
 from gradviz.app.document import TraceResult, ViewResult
 from gradviz.app.trace_worker import JobRunner, graph_job, trace_job, view_job
 from gradviz.core.record.schema import EXTENSION as RUN_EXTENSION
 
 AUTO_BOXES = 220  # "about 200" items in the first view (see grouping.auto_depth)
+PANELS_REFRESH_MS = 200  # live norms repaint the module tree and the summary at most this often
 
 
 class GraphSync:
@@ -30,6 +33,10 @@ class GraphSync:
         self.layouter.progress.connect(lambda gen, phase: self._on_progress(self.layouter, gen, phase))
         self.layouter.finished.connect(self._on_view)
         self.layouter.failed.connect(self._on_layout_failed)
+        self._panels_timer = QTimer(window)
+        self._panels_timer.setSingleShot(True)
+        self._panels_timer.setInterval(PANELS_REFRESH_MS)
+        self._panels_timer.timeout.connect(self._refresh_panels)
 
     # -- busy state -----------------------------------------------------------
     def is_busy(self) -> bool:
@@ -206,6 +213,17 @@ class GraphSync:
     def set_node_norms(self, norms: dict) -> None:
         self.document.norms.update(norms)
         self.window.scene.set_norms(self.document.view_norms(norms))
+        # the module tree and the summary follow too, at most a few times a second
+        if not self._panels_timer.isActive():
+            self._panels_timer.start()
+
+    def _refresh_panels(self) -> None:
+        win, doc = self.window, self.document
+        if doc.graph is None or not doc.norms:
+            return
+        win.outline.update_norms(doc.norms, win.scene.color_scale())
+        if not win.selection.selected:
+            win.inspector.show_summary(doc.graph, doc.norms)
 
     def mark_edges(self, edges: list[tuple[str, str]], style: str = "broken") -> None:
         self.document.marked_edges.setdefault(style, []).extend(edges)

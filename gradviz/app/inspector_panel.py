@@ -12,6 +12,7 @@ from gradviz.app.formatting import alarm_css, count, num, shape
 from gradviz.app.histogram import Histogram
 from gradviz.app.theme import palette_theme
 from gradviz.app.source_link import LocationLabel
+from gradviz.core.modules import module_grad_norms
 
 STAT_ROWS = (("norm", "norm"), ("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
              ("zero_frac", "zeros"), ("nan", "NaN"), ("inf", "Inf"), ("numel", "elements"))
@@ -166,8 +167,9 @@ class InspectorPanel(QScrollArea):
             self.values.hide()
         self._show_saved(attrs.get("saved") or [])
 
-    def show_summary(self, graph) -> None:
-        """Nothing selected: an overview of the traced run and where the gradient is."""
+    def show_summary(self, graph, live: dict | None = None) -> None:
+        """Nothing selected: an overview of the traced run and where the gradient is; ``live``
+        (node id -> norm, a training or recorded step) replaces the traced norms."""
         self.node_id = ""
         for sec in (self.identity, self.gradient, self.values):
             sec.clear_rows()
@@ -187,10 +189,13 @@ class InspectorPanel(QScrollArea):
         idf.add("graph", f"{count(graph.number_of_nodes())} nodes · {count(graph.number_of_edges())} edges")
         idf.add("parameters", count(root.get("numel")), key="parameters")
         idf.show()
-        params = [(a.get("grad_norm"), a.get("param", n)) for n, a in graph.nodes(data=True) if a.get("kind") == "param"]
+        pnodes = [(n, a) for n, a in graph.nodes(data=True) if a.get("kind") == "param"]
+        values = {n: live[n] if live and n in live else a.get("grad_norm") for n, a in pnodes}
+        params = [(values[n], a.get("param", n)) for n, a in pnodes]
+        total = module_grad_norms(modules, values).get("", root.get("grad_norm"))
         g = self.gradient
         g.setTitle("Gradient")
-        g.add("total norm", num(root.get("grad_norm")), key="total grad norm")
+        g.add("total norm", num(total), key="total grad norm")
         missing = [name for v, name in params if v is None]
         bad = [name for v, name in params if v is not None and not math.isfinite(v)]
         if missing:

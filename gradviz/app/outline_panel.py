@@ -15,22 +15,25 @@ from PySide6.QtGui import QColor, QFont, QPixmap, QStandardItem, QStandardItemMo
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
 from gradviz.app.formatting import count, num
-from gradviz.core.modules import prefixes
+from gradviz.core.modules import module_grad_norms, prefixes
 
 PATH_ROLE = Qt.UserRole + 1
 COLUMNS = ["module", "type", "params", "grad norm"]
 THROUGH_TIP = "largest gradient through its ops (the module has no parameters)"
 
 
-def largest_op_norms(graph) -> dict[str, float]:
+def largest_op_norms(graph, norms: dict | None = None) -> dict[str, float]:
     """Module path -> the largest ``grad_norm`` of the op nodes in it or its sub-modules
-    (NaN when one is NaN, else Inf when one is infinite). Modules with no op gradient are absent."""
+    (NaN when one is NaN, else Inf when one is infinite). Modules with no op gradient are absent.
+    ``norms`` (node id -> norm, e.g. live ones) take the place of the traced values."""
     out: dict[str, float] = {}
     if graph is None:
         return out
-    for _, attrs in graph.nodes(data=True):
-        value = attrs.get("grad_norm")
-        if attrs.get("kind") != "op" or value is None:
+    for nid, attrs in graph.nodes(data=True):
+        if attrs.get("kind") != "op":
+            continue
+        value = attrs.get("grad_norm") if norms is None or nid not in norms else norms[nid]
+        if value is None:
             continue
         for path in prefixes(attrs.get("module") or ""):
             old = out.get(path)
@@ -79,22 +82,54 @@ class OutlinePanel(QWidget):
         lay.addWidget(self.filter)
         lay.addWidget(self.tree)
         self._items: dict[str, QStandardItem] = {}
+        self._norm_items: dict[str, QStandardItem] = {}
+        self._modules: dict[str, dict] = {}
+        self._graph = None
+        self._swatches: dict[tuple, QPixmap] = {}
+        self._italic = QFont()
         self._updating = False
         self.model.itemChanged.connect(self._changed)
 
-    def set_modules(self, modules: dict[str, dict], expanded: set[str], scale=None, graph=None) -> None:
-        """Rebuild from ``graph.graph['modules']``; ``scale`` (a ``LogColorScale``) paints the swatches;
-        ``graph`` (the full traced graph) gives modules without parameters their largest op gradient."""
-        self._updating = True
-        self.tree.setUpdatesEnabled(False)
-        through = largest_op_norms(graph)
+    @staticmethod
+    def _module_norms(modules: dict[str, dict], graph, live: dict | None) -> tuple[dict, set]:
+        """Per-module norm: its parameters' (from the graph's parameter nodes, or ``live``
+        ones), else the largest through its ops (``derived``)."""
+        params = {n: a.get("grad_norm") for n, a in graph.nodes(data=True)
+                  if a.get("kind") == "param"} if graph is not None else {}
+        if live:
+            params.update((k, v) for k, v in live.items() if k.startswith("param:"))
+        fresh = module_grad_norms(modules, params)
+        through = largest_op_norms(graph, live)
         norms: dict[str, float | None] = {}
         derived: set[str] = set()
         for path, info in modules.items():
-            norms[path] = info.get("grad_norm")
+            norms[path] = fresh[path] if path in fresh else info.get("grad_norm")
             if norms[path] is None and not info.get("numel") and path in through:
                 norms[path] = through[path]
                 derived.add(path)
+        return norms, derived
+
+    def _swatch(self, rgb) -> QPixmap:
+        pm = self._swatches.get(rgb)
+        if pm is None:
+            pm = self._swatches[rgb] = QPixmap(12, 12)
+            pm.fill(QColor(*rgb))
+        return pm
+
+    def _paint_norm(self, item: QStandardItem, value, rgb, derived: bool) -> None:
+        item.setText(num(value))
+        item.setFont(self._italic if derived else self.tree.font())
+        item.setToolTip(THROUGH_TIP if derived else "")
+        item.setData(self._swatch(rgb) if rgb is not None else None, Qt.DecorationRole)
+
+    def set_modules(self, modules: dict[str, dict], expanded: set[str], scale=None, graph=None,
+                    live: dict | None = None) -> None:
+        """Rebuild from ``graph.graph['modules']``; ``scale`` (a ``LogColorScale``) paints the swatches;
+        ``graph`` (the full traced graph) gives modules without parameters their largest op gradient;
+        ``live`` (node id -> norm) overrides the traced norms (see ``update_norms``)."""
+        self._updating = True
+        self.tree.setUpdatesEnabled(False)
+        norms, derived = self._module_norms(modules, graph, live)
         colors = {}
         if scale is not None:
             paths = list(modules)
@@ -102,19 +137,13 @@ class OutlinePanel(QWidget):
             colors = {p: tuple(int(c) for c in rgb[i]) for i, p in enumerate(paths)}
         self.model.removeRows(0, self.model.rowCount())
         self._items = {}
+        self._norm_items = {}
+        self._modules, self._graph = modules, graph
         children: dict[str | None, list[str]] = {}
         for path, info in modules.items():
             children.setdefault(info.get("parent"), []).append(path)
-        swatches: dict[tuple, QPixmap] = {}
-        italic = QFont(self.tree.font())
-        italic.setItalic(True)
-
-        def swatch(rgb) -> QPixmap:
-            if rgb not in swatches:
-                pm = QPixmap(12, 12)
-                pm.fill(QColor(*rgb))
-                swatches[rgb] = pm
-            return swatches[rgb]
+        self._italic = QFont(self.tree.font())
+        self._italic.setItalic(True)
 
         def add(parent_item, path: str) -> None:
             info = modules[path]
@@ -126,13 +155,10 @@ class OutlinePanel(QWidget):
                 first.setCheckable(True)
                 first.setCheckState(Qt.Checked if path in expanded else Qt.Unchecked)
                 first.setToolTip((path or "") + "\nchecked: expanded in the graph")
-            norm_item = QStandardItem(num(norms[path]))
-            if path in derived:
-                norm_item.setFont(italic)
-                norm_item.setToolTip(THROUGH_TIP)
-            if path in colors:
-                norm_item.setData(swatch(colors[path]), Qt.DecorationRole)
+            norm_item = QStandardItem()
+            self._paint_norm(norm_item, norms[path], colors.get(path), path in derived)
             norm_item.setData(Qt.AlignRight | Qt.AlignVCenter, Qt.TextAlignmentRole)
+            self._norm_items[path] = norm_item
             params = QStandardItem(count(info.get("numel")) if info.get("numel") else "")
             params.setData(Qt.AlignRight | Qt.AlignVCenter, Qt.TextAlignmentRole)
             row = [first, QStandardItem(info.get("type", "")), params, norm_item]
@@ -148,6 +174,25 @@ class OutlinePanel(QWidget):
         self._updating = False
         self.tree.expandToDepth(1)
         self.tree.setUpdatesEnabled(True)
+
+    def update_norms(self, live: dict, scale=None) -> None:
+        """Repaint the grad-norm column from live node norms (a training or recorded step),
+        in place: the tree, its expansion and selection stay as they are."""
+        if not self._norm_items:
+            return
+        norms, derived = self._module_norms(self._modules, self._graph, live)
+        paths = [p for p in self._norm_items if p in norms]
+        rgb = scale.colors_for([norms[p] for p in paths]) if scale is not None else None
+        self._updating = True
+        for i, path in enumerate(paths):
+            color = tuple(int(c) for c in rgb[i]) if rgb is not None else None
+            self._paint_norm(self._norm_items[path], norms[path], color, path in derived)
+        self._updating = False
+
+    def module_norm_text(self, path: str) -> str | None:
+        """The grad-norm column's text for ``path`` (tests, accessibility)."""
+        item = self._norm_items.get(path)
+        return item.text() if item is not None else None
 
     def set_expanded(self, expanded: set[str]) -> None:
         self._updating = True

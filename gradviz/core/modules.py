@@ -56,3 +56,19 @@ def module_table(model: nn.Module, graph: nx.DiGraph) -> dict[str, dict]:
         sq = entry.pop("grad_sq")
         entry["grad_norm"] = math.sqrt(sq) if sq is not None else None
     return table
+
+
+def module_grad_norms(table: dict[str, dict], norms: dict[str, float | None]) -> dict[str, float]:
+    """``module_table``'s ``grad_norm`` again from fresh parameter norms (``{"param:<name>":
+    norm}``, e.g. a training step or a recorded one): the norm of each module's parameter
+    gradients, its submodules' included. Modules none of whose parameters has a norm are
+    absent; NaN and Inf propagate."""
+    sq: dict[str, float] = {}
+    for path, info in table.items():
+        for name in info.get("params", ()):
+            value = norms.get(f"param:{name}")
+            if value is None:
+                continue
+            for prefix in ["", *prefixes(path)]:
+                sq[prefix] = sq.get(prefix, 0.0) + value * value
+    return {path: math.sqrt(v) for path, v in sq.items()}
