@@ -1,8 +1,6 @@
 """Turning the recorder's buffered raw steps into stored rows (one numpy pass per commit)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
@@ -61,22 +59,3 @@ def _losses(values: list) -> list:
         values = [next(host) if isinstance(v, torch.Tensor) else v for v in values]
     return [None if v is None else float(v) for v in values]
 
-
-def _global_ratio(ratios: np.ndarray, weights: np.ndarray) -> float:
-    """||delta theta|| / ||theta|| over all parameters, from per-parameter ratios and weight norms."""
-    if np.isfinite(ratios).all():
-        deltas = ratios * weights
-        num = float(np.dot(deltas, deltas))
-        den = float(np.dot(weights, weights))
-        if math.isfinite(num) and den > 0:
-            return math.sqrt(num / den)
-    with np.errstate(invalid="ignore", over="ignore"):       # rare: NaN/inf ratios or all-zero weights
-        deltas = ratios * weights
-        den = float(np.dot(weights, weights))
-        if np.isnan(ratios).any():
-            return float("nan")
-        ok = np.isfinite(deltas)
-        num = float(np.sum(deltas[ok] ** 2))
-        if not ok.all():
-            return float("inf")
-    return math.sqrt(num / den) if den > 0 else (0.0 if num == 0 else float("inf"))
