@@ -126,3 +126,29 @@ def test_hook_plan_copies_only_through_exact_passes():
         name = through.name()
         assert any(name.startswith(op) for op in ("View", "Transpose", "T", "Clone", "UnsafeView",
                                                   "Add", "Sub", "Reshape", "Permute")), name
+
+
+def test_a_plan_stays_right_when_shapes_change_between_steps():
+    """A plan is reused for every step of the same structure: a batch of one (x + y without
+    broadcasting) must not teach it a shortcut that a batch of four (broadcasting) breaks."""
+    torch.manual_seed(2)
+    w = torch.randn(6, 6, requires_grad=True)
+    y0 = torch.randn(1, 6, requires_grad=True)
+
+    def loss_for(batch):
+        x = torch.randn(batch, 6) @ w
+        return ((x + (y0 * 2).tanh()).t().sin() ** 2).sum()
+
+    first = loss_for(1)
+    nodes, edges = walk([first.grad_fn])
+    skip = [hasattr(fn, "variable") for fn in nodes]
+    plan = hook_plan(nodes, edges, skip)
+    first.backward()
+    loss = loss_for(4)
+    nodes, _ = walk([loss.grad_fn])
+    expected = _expected(nodes, loss)
+    got = NodeNormSampler().hooked_backward(nodes, lambda: loss.backward(), skip, plan=plan)
+    checked = [k for k in expected if not skip[k]]
+    assert len(checked) >= 6
+    for k in checked:
+        assert got[k] == pytest.approx(expected[k], rel=1e-5), nodes[k].name()

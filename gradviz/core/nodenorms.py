@@ -90,29 +90,13 @@ _LAYOUT_NODES = frozenset({"View", "UnsafeView", "ReshapeAlias", "T", "Transpose
                            "Unsqueeze", "Clone", "Alias", "Flatten", "Contiguous"})
 
 
-def _kind(fn: Any) -> str:
-    """"move" for a layout node, "add" for a + b / a - b, "" otherwise."""
+def _moves_only(fn: Any) -> bool:
+    """A layout node: its backward only rearranges the gradient (whatever the shapes)."""
     if hasattr(fn, "_forward_cls"):                      # a user's autograd.Function: anything goes
-        return ""
+        return False
     name = fn.name()
     cut = name.rfind("Backward")
-    base = name[:cut] if cut > 0 else ""
-    return "move" if base in _LAYOUT_NODES else "add" if base in ("Add", "Sub") else ""
-
-
-def _add_passes_whole(add: Any, child: Any, output_nr: int) -> bool:
-    """Does ``a + b`` (or ``a - b``) hand ``child`` its incoming gradient unchanged but for
-    the sign? Yes unless ``alpha`` scales it or broadcasting / type promotion reduces it."""
-    j = next((j for j, (nxt, nr) in enumerate(add.next_functions) if nxt is child and nr == output_nr), None)
-    if j is None:
-        return False
-    try:
-        if j == 1 and abs(add._saved_alpha) != 1:
-            return False
-        mine, theirs = add._input_metadata[0], child._input_metadata[output_nr]
-        return tuple(mine.shape) == tuple(theirs.shape) and mine.dtype == theirs.dtype
-    except Exception:                                     # no metadata: measure it
-        return False
+    return cut > 0 and name[:cut] in _LAYOUT_NODES
 
 
 def hook_plan(nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, int]], skip: Sequence[bool]) -> HookPlan:
@@ -122,8 +106,9 @@ def hook_plan(nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, int]], skip:
     under 150 hooks:
 
     * a node consumed only by a view/transpose/clone node receives that node's incoming
-      gradient, rearranged, and one consumed only by ``a + b`` (same shape, ``alpha`` 1)
-      receives it unchanged: same norm, copied after backward instead of measured;
+      gradient, rearranged: same norm, copied after backward instead of measured. (Not
+      through ``a + b``: whether it broadcasts depends on the shapes of a step, and a
+      plan is reused for every step of the same structure);
     * a node with exactly one consuming edge is measured by its consumer's post hook
       (leaves-first greedy choice of consumers).
     """
@@ -131,21 +116,18 @@ def hook_plan(nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, int]], skip:
     index = dict(zip(nodes, range(n)))
     uses = [0] * n
     consumer = [-1] * n
-    output_nr = [0] * n
-    for prod, cons, nr in edges:
+    for prod, cons, _ in edges:
         i = index[prod]
         uses[i] += 1
         consumer[i] = index[cons]
-        output_nr[i] = nr
-    # norms passed on unchanged; walk order visits a node's consumer first
-    kind = [""] * n
+    # norms passed on through layout nodes; walk order visits a node's consumer first
+    moves = [False] * n
     source = list(range(n))
     for i, fn in enumerate(nodes):
         c = consumer[i]
-        if not skip[i] and uses[i] == 1 and (
-                kind[c] == "move" or (kind[c] == "add" and _add_passes_whole(nodes[c], fn, output_nr[i]))):
+        if not skip[i] and uses[i] == 1 and moves[c]:
             source[i] = source[c]
-        kind[i] = _kind(fn)
+        moves[i] = _moves_only(fn)
     measure = [not skip[i] and source[i] == i for i in range(n)]
     covered = [False] * n
     chosen: dict[int, list] = {}

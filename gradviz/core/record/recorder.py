@@ -41,7 +41,7 @@ runs, it walks the loss's graph, hashes its structure, stores the structure if
 new, and runs that backward under the hooks of ``NodeNormSampler.hooked_backward``,
 placed by a ``hook_plan`` cached per structure (about one hook per three nodes: a
 node whose only consumer hands it a gradient is measured by that consumer's post
-hook, and one whose consumer is a view, transpose or equal-shape add gets its
+hook, and one whose consumer is a view or transpose gets its
 consumer's norm). The forward hooks exist only while the next step is a sampled
 one, and the mode is removed at the next ``w.step``. Consequences: node norms
 need the model to be called (``model(x)``, not ``model.forward(x)``) and the
