@@ -29,6 +29,7 @@ __all__ = ["NodeNormSampler", "HookPlan", "hook_plan", "node_ids_for", "root_ids
 _HOST_DTYPES = frozenset({torch.float32, torch.float64})
 _numpy = torch.Tensor.numpy
 _vdot = np.vdot
+_MEMORY_ORDER: dict[tuple, tuple] = {}       # strides -> the axis order that walks memory forwards
 
 
 def _host_sq(g: torch.Tensor) -> Any:
@@ -59,9 +60,6 @@ def _host_sq(g: torch.Tensor) -> Any:
         order = _MEMORY_ORDER[strides] = tuple(sorted(range(len(strides)), key=strides.__getitem__, reverse=True))
     t = a.transpose(order)
     return _vdot(t, t)
-
-
-_MEMORY_ORDER: dict[tuple, tuple] = {}       # strides -> the axis order that walks memory forwards
 
 
 class HookPlan:
@@ -150,8 +148,11 @@ def hook_plan(nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, int]], skip:
 
 
 def _device_norm(g: torch.Tensor) -> torch.Tensor:
+    """A 0-d float32 norm computed where the gradient lives (no host sync)."""
     with torch.no_grad():
-        return torch.linalg.vector_norm(g) if g.dtype is torch.float32 else torch.linalg.vector_norm(g, dtype=torch.float32)
+        if g.dtype is torch.float32:
+            return torch.linalg.vector_norm(g)
+        return torch.linalg.vector_norm(g, dtype=torch.float32)
 
 
 def prepare_inputs(inputs: Sequence[Any]) -> tuple[Any, ...]:
@@ -192,34 +193,17 @@ class NodeNormSampler:
         the nodes: a node consumed by exactly one other node receives exactly the gradient
         its consumer produced for it, so the consumer's post hook (which sees its own
         incoming and outgoing gradients) measures both; a node consumed only by a view or
-        transpose gets that node's norm. Without a plan: a prehook on every node. On the CPU a norm is one BLAS dot on a numpy view of the gradient (2-3x
-        cheaper than a torch norm kernel); elsewhere a 0-d norm tensor, all stacked and
-        copied to the host once. Hooks are not removed (that would cost as much again):
-        they go inert when ``backward`` returns and die with the graph.
+        transpose gets that node's norm. Without a plan: a prehook on every node.
+
+        On the CPU a norm is one BLAS dot on a numpy view of the gradient (2-3x cheaper than
+        a torch norm kernel); elsewhere a 0-d norm tensor, all stacked and copied to the host
+        once. Hooks are not removed (that would cost as much again): they go inert when
+        ``backward`` returns and die with the graph.
         """
         n = len(nodes)
         host: list[Any] = [None] * n              # squared norms computed on the host (CPU grads)
         dev: dict[int, torch.Tensor] = {}         # norms computed on the device (0-d tensors)
         live = [True]
-
-        def put(k: int, grads: tuple) -> None:
-            if len(grads) == 1:
-                g = grads[0]
-                if g is None:
-                    return
-                sq = _host_sq(g)
-                if sq is None:
-                    dev[k] = _device_norm(g)
-                else:
-                    host[k] = sq
-                return
-            gs = [g for g in grads if g is not None]
-            if gs:
-                sqs = [_host_sq(g) for g in gs]
-                if None in sqs:
-                    dev[k] = torch.linalg.vector_norm(torch.stack([_device_norm(g).to(gs[0].device) for g in gs]))
-                else:
-                    host[k] = sum(float(v) for v in sqs)
 
         def put_one(k: int, g: torch.Tensor) -> None:
             sq = _host_sq(g)
@@ -227,6 +211,19 @@ class NodeNormSampler:
                 dev[k] = _device_norm(g)
             else:
                 host[k] = sq
+
+        def put(k: int, grads: tuple) -> None:
+            if len(grads) == 1:
+                if grads[0] is not None:
+                    put_one(k, grads[0])
+                return
+            gs = [g for g in grads if g is not None]         # a node with several outputs
+            if gs:
+                sqs = [_host_sq(g) for g in gs]
+                if None in sqs:
+                    dev[k] = torch.linalg.vector_norm(torch.stack([_device_norm(g).to(gs[0].device) for g in gs]))
+                else:
+                    host[k] = sum(float(v) for v in sqs)
 
         def make_pre(k: int) -> Callable:
             def hook(grad_outputs):
