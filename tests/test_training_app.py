@@ -252,3 +252,25 @@ def test_trainer_detail_equals_torch():
             assert detail["grad"]["max"] == pytest.approx(grad.max().item(), rel=1e-5)
             assert detail["value"]["norm"] == pytest.approx(model.fc1.weight.norm().item(), rel=1e-5)
         opt.step()
+
+
+def test_training_leaves_a_core_to_the_window(qtbot, win):
+    """On the CPU the worker trains with all cores but one (the GUI thread's), then gives
+    torch its thread count back."""
+    import torch
+
+    from gradviz.app.training.worker import ui_safe_threads
+
+    before = torch.get_num_threads()
+    panel = win.training_panel
+    infos = []
+    panel.start()
+    panel.worker.ready.connect(infos.append)
+    panel.reset()                                   # a rebuilt trainer reports again
+    qtbot.waitUntil(lambda: bool(infos), timeout=WAIT_MS)
+    panel.stop()
+    assert panel.worker.wait(10_000)
+    assert infos[-1]["device"] == "cpu"
+    assert infos[-1]["threads"] == ui_safe_threads()
+    assert 1 <= infos[-1]["threads"] <= max(1, before)
+    assert torch.get_num_threads() == before        # the GUI thread's own count is untouched
