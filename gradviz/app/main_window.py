@@ -23,6 +23,7 @@ from gradviz.app.document import Document
 from gradviz.app.error_panel import ErrorPanel
 from gradviz.app.extensions import load_extensions
 from gradviz.app.file_actions import FileActions
+from gradviz.app.gc_guard import GuiThreadCollector
 from gradviz.app.graph_sync import GraphSync
 from gradviz.app.graph_view import GraphView
 from gradviz.app.icon import app_icon
@@ -54,6 +55,9 @@ class MainWindow(QMainWindow):
         self.settings = settings or QSettings()
         self.document = Document()
         self._sized = False
+        # worker threads must never run Python's cycle collector: it would destroy Qt objects there
+        self.gc_guard = GuiThreadCollector(self)
+        self.gc_guard.start()
 
         # the view and what floats over it
         self.theme = palette_theme(self.palette())
@@ -258,7 +262,9 @@ class MainWindow(QMainWindow):
 
     def shutdown(self, wait_ms: int = 30000) -> bool:
         """Stop the worker threads; False when a job is still running after ``wait_ms``."""
-        return self.sync.shutdown(wait_ms)
+        done = self.sync.shutdown(wait_ms)
+        self.gc_guard.stop()
+        return done
 
     def save_layout(self) -> None:
         """Window geometry and dock layout into the settings (done on close)."""

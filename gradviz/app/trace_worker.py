@@ -9,14 +9,13 @@ objects (networkx graphs, ``Layout``): the model and its tensors die in the work
 from __future__ import annotations
 
 import atexit
-import gc
 import time
 import weakref
 import traceback
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from gradviz.app.document import TraceResult, ViewResult
 
@@ -55,11 +54,9 @@ class _Worker(QObject):
         else:
             runner.finished.emit(gen, result)
         finally:
+            # the model, its tensors and autograd graph are unreferenced now; their cycles are
+            # collected by the GUI thread (app/gc_guard.py), never here
             runner._running = 0
-            # the model, its tensors and autograd graph are unreferenced now; collect the
-            # cycles among them soon, but after the UI has taken the result (a full
-            # collection holds the GIL for a while)
-            QTimer.singleShot(1500, gc.collect)
 
 
 class JobRunner(QObject):
