@@ -200,54 +200,55 @@ def test_ranks_side_by_side(window, tmp_path):
     assert any(f["code"] == "ranks-desync" for f in panel.findings)      # different weights on each rank
 
 
-def test_real_window_installs_runs(qtbot, tmp_path):
+@pytest.fixture
+def real_window(qtbot):
+    """The real window with every extension (the Run dock among them)."""
     from gradviz.app.main_window import MainWindow
 
     win = MainWindow(extensions=True)
     qtbot.addWidget(win)
-    assert "gradviz.app.runs" in win.extensions, win.extension_errors
+    yield win
+    win.run_panel.shutdown()
+    win.shutdown()
+
+
+def test_real_window_installs_runs(qtbot, tmp_path, real_window):
     from gradviz.app.runs import open_run_file
 
+    win = real_window
+    assert "gradviz.app.runs" in win.extensions, win.extension_errors
     path = tmp_path / "w.gvrun"
     _record(path, 4)
     with qtbot.waitSignal(win.graphChanged, timeout=20000):
         assert open_run_file(win, path)
     assert win.document.graph is not None and "param:fc1.weight" in win.document.graph
-    win.run_panel.shutdown()
-    if hasattr(win, "shutdown"):
-        win.shutdown()
 
 
-def test_opening_a_run_file_like_a_script_shows_its_graph(qtbot, tmp_path):
-    """``gradviz run.gvrun``, File > Open and drag-and-drop all go through open_script."""
-    from gradviz.app.main_window import MainWindow
-
-    win = MainWindow(extensions=True)
-    qtbot.addWidget(win)
-    path = tmp_path / "cli.gvrun"
-    _record(path, 4)
+def _open_recorded(qtbot, win, path, steps: int) -> None:
+    """Record ``steps`` and open the run as a script is opened (``gradviz run.gvrun``)."""
+    _record(path, steps)
     with qtbot.waitSignal(win.graphShown, timeout=20000):
         win.open_script(path)
+
+
+def test_opening_a_run_file_like_a_script_shows_its_graph(qtbot, tmp_path, real_window):
+    """``gradviz run.gvrun``, File > Open and drag-and-drop all go through open_script."""
+    win = real_window
+    _open_recorded(qtbot, win, tmp_path / "cli.gvrun", 4)
     assert "param:fc2.weight" in win.document.graph
     assert win.document.graph.nodes["param:fc2.weight"]["kind"] == "param"
-    win.run_panel.shutdown()
-    win.shutdown()
 
 
-def test_module_tree_and_summary_follow_the_chosen_step(qtbot, tmp_path):
+def test_module_tree_and_summary_follow_the_chosen_step(qtbot, tmp_path, real_window):
     """Choosing a recorded step repaints the module norms and the summary's total with that step's."""
     import math
 
     from gradviz.app.formatting import num
-    from gradviz.app.main_window import MainWindow
     from gradviz.core.record import open_run
 
-    win = MainWindow(extensions=True)
-    qtbot.addWidget(win)
+    win = real_window
     path = tmp_path / "steps.gvrun"
-    _record(path, 6)
-    with qtbot.waitSignal(win.graphShown, timeout=20000):
-        win.open_script(path)
+    _open_recorded(qtbot, win, path, 6)
     panel = win.run_panel
     with open_run(path) as r:
         names = r.param_names
@@ -262,5 +263,3 @@ def test_module_tree_and_summary_follow_the_chosen_step(qtbot, tmp_path):
         assert win.outline.module_norm_text("") == num(total)
         assert win.outline.module_norm_text("never") == "—"          # no gradient: nothing to show
         assert win.inspector.gradient.values["total grad norm"] == num(total)
-    win.run_panel.shutdown()
-    win.shutdown()

@@ -262,3 +262,33 @@ def test_graph_attributes_are_json_serialisable_after_cleanup():
     data = nx.node_link_data(g, edges="edges")
     text = json.dumps(data, default=str)
     assert '"kind": "param"' in text and '"grad_norm"' in text
+
+
+def test_module_norms_from_live_values_equal_a_fresh_module_table():
+    """``ModuleNorms.compute(live)`` gives what ``module_table`` computes at trace time."""
+    import math
+
+    from gradviz.core.modules import ModuleNorms, module_table
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Sequential(nn.Linear(8, 8), nn.Tanh()), nn.Linear(8, 1))
+    with gradviz.capture(model) as cap:                # module paths for the op nodes
+        loss = model(torch.randn(5, 4)).pow(2).mean()
+    graph = gradviz.trace(loss, model=model, capture=cap)
+    index = ModuleNorms(graph.graph["modules"], graph)
+    norms, derived = index.compute()
+    for path, info in graph.graph["modules"].items():
+        if info["numel"]:
+            assert norms[path] == pytest.approx(info["grad_norm"], rel=1e-9), path
+    assert {"1", "2.1"} <= derived                     # ReLU, Tanh: the largest norm through their ops
+    doubled = {n: 2 * a["grad_norm"] for n, a in graph.nodes(data=True) if a.get("grad_norm") is not None}
+    live, _ = index.compute(doubled)
+    scaled = module_table(model, graph)
+    for path, info in scaled.items():
+        if info["numel"]:
+            assert live[path] == pytest.approx(2 * info["grad_norm"], rel=1e-9), path
+    traced = [a["grad_norm"] for _, a in graph.nodes(data=True) if a["kind"] == "param"]
+    assert len(traced) == 6
+    assert index.total(doubled) == pytest.approx(2 * math.sqrt(sum(v * v for v in traced)), rel=1e-9)
+    nan = dict(doubled, **{"param:0.weight": float("nan")})
+    assert math.isnan(index.compute(nan)[0]["0"]) and math.isnan(index.total(nan))

@@ -12,7 +12,6 @@ import pytest
 pytest.importorskip("pytestqt")
 
 import gradviz.app  # noqa: E402,F401  (PySide6 workaround first)
-from PySide6.QtCore import QSettings  # noqa: E402
 
 from gradviz.app.training.history import History  # noqa: E402
 
@@ -23,24 +22,16 @@ WAIT_MS = 120_000
 
 
 @pytest.fixture
-def win(qtbot, tmp_path):
-    from gradviz.app.main_window import MainWindow
-
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
-    w = MainWindow(settings=settings, extensions=False)
-    qtbot.addWidget(w)
-    w.resize(1300, 850)
-    w.show()
-    qtbot.waitExposed(w)
+def win(qtbot, window):
+    """The conftest window with the Training extension, the digits MLP open."""
     from gradviz.app.training import install
 
-    panel = install(w)
+    panel = install(window)
     panel.actions["show"].trigger()               # the Training docks, as Run > Start would show them
-    with qtbot.waitSignal(w.graphShown, timeout=WAIT_MS):
-        w.open_script(MLP)
-    yield w
+    with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
+        window.open_script(MLP)
+    yield window
     panel.shutdown()
-    w.shutdown()
 
 
 def _steps(panel):

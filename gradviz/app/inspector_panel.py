@@ -12,7 +12,6 @@ from gradviz.app.formatting import alarm_css, count, num, shape
 from gradviz.app.histogram import Histogram
 from gradviz.app.theme import palette_theme
 from gradviz.app.source_link import LocationLabel
-from gradviz.core.modules import module_grad_norms
 
 STAT_ROWS = (("norm", "norm"), ("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
              ("zero_frac", "zeros"), ("nan", "NaN"), ("inf", "Inf"), ("numel", "elements"))
@@ -192,7 +191,8 @@ class InspectorPanel(QScrollArea):
         pnodes = [(n, a) for n, a in graph.nodes(data=True) if a.get("kind") == "param"]
         values = {n: live[n] if live and n in live else a.get("grad_norm") for n, a in pnodes}
         params = [(values[n], a.get("param", n)) for n, a in pnodes]
-        total = module_grad_norms(modules, values).get("", root.get("grad_norm"))
+        present = [v for v in values.values() if v is not None]
+        total = math.sqrt(math.fsum(v * v for v in present)) if present else root.get("grad_norm")
         g = self.gradient
         g.setTitle("Gradient")
         g.add("total norm", num(total), key="total grad norm")

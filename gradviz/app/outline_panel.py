@@ -9,37 +9,16 @@ asks the window to expand or collapse it. Clicking a row selects and centres it.
 from __future__ import annotations
 
 from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
-import math
 
 from PySide6.QtGui import QColor, QFont, QPixmap, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
 from gradviz.app.formatting import count, num
-from gradviz.core.modules import module_grad_norms, prefixes
+from gradviz.core.modules import ModuleNorms
 
 PATH_ROLE = Qt.UserRole + 1
 COLUMNS = ["module", "type", "params", "grad norm"]
 THROUGH_TIP = "largest gradient through its ops (the module has no parameters)"
-
-
-def largest_op_norms(graph, norms: dict | None = None) -> dict[str, float]:
-    """Module path -> the largest ``grad_norm`` of the op nodes in it or its sub-modules
-    (NaN when one is NaN, else Inf when one is infinite). Modules with no op gradient are absent.
-    ``norms`` (node id -> norm, e.g. live ones) take the place of the traced values."""
-    out: dict[str, float] = {}
-    if graph is None:
-        return out
-    for nid, attrs in graph.nodes(data=True):
-        if attrs.get("kind") != "op":
-            continue
-        value = attrs.get("grad_norm") if norms is None or nid not in norms else norms[nid]
-        if value is None:
-            continue
-        for path in prefixes(attrs.get("module") or ""):
-            old = out.get(path)
-            if old is None or math.isnan(value) or (not math.isnan(old) and value > old):
-                out[path] = value
-    return out
 
 
 class OutlinePanel(QWidget):
@@ -83,31 +62,12 @@ class OutlinePanel(QWidget):
         lay.addWidget(self.tree)
         self._items: dict[str, QStandardItem] = {}
         self._norm_items: dict[str, QStandardItem] = {}
-        self._modules: dict[str, dict] = {}
-        self._graph = None
+        self._norms = ModuleNorms({}, None)
+        self._painted: dict[str, tuple] = {}               # path -> (text, colour, derived) shown
         self._swatches: dict[tuple, QPixmap] = {}
         self._italic = QFont()
         self._updating = False
         self.model.itemChanged.connect(self._changed)
-
-    @staticmethod
-    def _module_norms(modules: dict[str, dict], graph, live: dict | None) -> tuple[dict, set]:
-        """Per-module norm: its parameters' (from the graph's parameter nodes, or ``live``
-        ones), else the largest through its ops (``derived``)."""
-        params = {n: a.get("grad_norm") for n, a in graph.nodes(data=True)
-                  if a.get("kind") == "param"} if graph is not None else {}
-        if live:
-            params.update((k, v) for k, v in live.items() if k.startswith("param:"))
-        fresh = module_grad_norms(modules, params)
-        through = largest_op_norms(graph, live)
-        norms: dict[str, float | None] = {}
-        derived: set[str] = set()
-        for path, info in modules.items():
-            norms[path] = fresh[path] if path in fresh else info.get("grad_norm")
-            if norms[path] is None and not info.get("numel") and path in through:
-                norms[path] = through[path]
-                derived.add(path)
-        return norms, derived
 
     def _swatch(self, rgb) -> QPixmap:
         pm = self._swatches.get(rgb)
@@ -116,8 +76,12 @@ class OutlinePanel(QWidget):
             pm.fill(QColor(*rgb))
         return pm
 
-    def _paint_norm(self, item: QStandardItem, value, rgb, derived: bool) -> None:
-        item.setText(num(value))
+    def _paint_norm(self, path: str, item: QStandardItem, value, rgb, derived: bool) -> None:
+        look = (num(value), rgb, derived)
+        if self._painted.get(path) == look:                 # live updates repaint what changed only
+            return
+        self._painted[path] = look
+        item.setText(look[0])
         item.setFont(self._italic if derived else self.tree.font())
         item.setToolTip(THROUGH_TIP if derived else "")
         item.setData(self._swatch(rgb) if rgb is not None else None, Qt.DecorationRole)
@@ -129,16 +93,17 @@ class OutlinePanel(QWidget):
         ``live`` (node id -> norm) overrides the traced norms (see ``update_norms``)."""
         self._updating = True
         self.tree.setUpdatesEnabled(False)
-        norms, derived = self._module_norms(modules, graph, live)
+        self._norms = ModuleNorms(modules, graph)
+        norms, derived = self._norms.compute(live)
         colors = {}
         if scale is not None:
             paths = list(modules)
             rgb = scale.colors_for([norms[p] for p in paths])
-            colors = {p: tuple(int(c) for c in rgb[i]) for i, p in enumerate(paths)}
+            colors = {p: tuple(c) for p, c in zip(paths, rgb.tolist())}
         self.model.removeRows(0, self.model.rowCount())
         self._items = {}
         self._norm_items = {}
-        self._modules, self._graph = modules, graph
+        self._painted = {}
         children: dict[str | None, list[str]] = {}
         for path, info in modules.items():
             children.setdefault(info.get("parent"), []).append(path)
@@ -156,7 +121,7 @@ class OutlinePanel(QWidget):
                 first.setCheckState(Qt.Checked if path in expanded else Qt.Unchecked)
                 first.setToolTip((path or "") + "\nchecked: expanded in the graph")
             norm_item = QStandardItem()
-            self._paint_norm(norm_item, norms[path], colors.get(path), path in derived)
+            self._paint_norm(path, norm_item, norms[path], colors.get(path), path in derived)
             norm_item.setData(Qt.AlignRight | Qt.AlignVCenter, Qt.TextAlignmentRole)
             self._norm_items[path] = norm_item
             params = QStandardItem(count(info.get("numel")) if info.get("numel") else "")
@@ -180,14 +145,18 @@ class OutlinePanel(QWidget):
         in place: the tree, its expansion and selection stay as they are."""
         if not self._norm_items:
             return
-        norms, derived = self._module_norms(self._modules, self._graph, live)
+        norms, derived = self._norms.compute(live)
         paths = [p for p in self._norm_items if p in norms]
-        rgb = scale.colors_for([norms[p] for p in paths]) if scale is not None else None
-        self._updating = True
-        for i, path in enumerate(paths):
-            color = tuple(int(c) for c in rgb[i]) if rgb is not None else None
-            self._paint_norm(self._norm_items[path], norms[path], color, path in derived)
-        self._updating = False
+        rgb = scale.colors_for([norms[p] for p in paths]).tolist() if scale is not None else None
+        # one repaint instead of a dataChanged per item through the filter proxy (20 us each)
+        self.model.blockSignals(True)
+        try:
+            for i, path in enumerate(paths):
+                color = tuple(rgb[i]) if rgb is not None else None
+                self._paint_norm(path, self._norm_items[path], norms[path], color, path in derived)
+        finally:
+            self.model.blockSignals(False)
+        self.tree.viewport().update()
 
     def module_norm_text(self, path: str) -> str | None:
         """The grad-norm column's text for ``path`` (tests, accessibility)."""

@@ -58,17 +58,57 @@ def module_table(model: nn.Module, graph: nx.DiGraph) -> dict[str, dict]:
     return table
 
 
-def module_grad_norms(table: dict[str, dict], norms: dict[str, float | None]) -> dict[str, float]:
-    """``module_table``'s ``grad_norm`` again from fresh parameter norms (``{"param:<name>":
-    norm}``, e.g. a training step or a recorded one): the norm of each module's parameter
-    gradients, its submodules' included. Modules none of whose parameters has a norm are
-    absent; NaN and Inf propagate."""
-    sq: dict[str, float] = {}
-    for path, info in table.items():
-        for name in info.get("params", ()):
-            value = norms.get(f"param:{name}")
+class ModuleNorms:
+    """Per-module gradient norms of a graph, again and again from fresh node norms.
+
+    ``module_table`` gives the traced values once; live training and recorded runs bring
+    new node norms several times a second. The graph is read once here (which parameter
+    and op node sits under which module paths), so ``compute(live)`` only adds numbers.
+    A module's norm is that of its parameters' gradients (submodules included); a module
+    without parameters gets the largest norm through its ops instead (``derived``).
+    NaN and Inf propagate.
+    """
+
+    def __init__(self, table: dict[str, dict], graph: nx.DiGraph | None) -> None:
+        self.table = table
+        attrs = graph.nodes if graph is not None else {}
+        self._params = [(f"param:{name}", ("", *prefixes(path))) for path, info in table.items()
+                        for name in info.get("params", ())]
+        self._traced = {nid: attrs[nid].get("grad_norm") for nid, _ in self._params if nid in attrs}
+        self._ops = [(nid, a.get("grad_norm"), tuple(prefixes(a.get("module") or "")))
+                     for nid, a in (graph.nodes(data=True) if graph is not None else ()) if a.get("kind") == "op"]
+        self._bare = {path for path, info in table.items() if not info.get("numel")}
+
+    def total(self, live: dict[str, float | None] | None = None) -> float | None:
+        """The norm of all parameter gradients (the root module's)."""
+        return self.compute(live, ops=False)[0].get("")
+
+    def compute(self, live: dict[str, float | None] | None = None,
+                ops: bool = True) -> tuple[dict[str, float | None], set[str]]:
+        """``({path: norm or None}, derived paths)``; ``live`` node norms replace traced ones."""
+        live = live or {}
+        sq: dict[str, float] = {}
+        for nid, paths in self._params:
+            value = live[nid] if nid in live else self._traced.get(nid)
             if value is None:
                 continue
-            for prefix in ["", *prefixes(path)]:
-                sq[prefix] = sq.get(prefix, 0.0) + value * value
-    return {path: math.sqrt(v) for path, v in sq.items()}
+            for path in paths:
+                sq[path] = sq.get(path, 0.0) + value * value
+        norms: dict[str, float | None] = {path: None for path in self.table}
+        norms.update((path, math.sqrt(v)) for path, v in sq.items())
+        derived: set[str] = set()
+        if ops:
+            through: dict[str, float] = {}
+            for nid, traced, paths in self._ops:
+                value = live[nid] if nid in live else traced
+                if value is None:
+                    continue
+                for path in paths:
+                    old = through.get(path)
+                    if old is None or math.isnan(value) or (not math.isnan(old) and value > old):
+                        through[path] = value
+            for path in self._bare:
+                if norms.get(path) is None and path in through:
+                    norms[path] = through[path]
+                    derived.add(path)
+        return norms, derived

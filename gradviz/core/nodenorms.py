@@ -1,10 +1,12 @@
 """Gradient norm at every node of one backward pass, for live colouring.
 
-``NodeNormSampler.sample`` walks the loss's autograd graph, puts a prehook on every
-node that reduces the incoming gradient to its L2 norm *on the device* (a 0-d
-tensor; the gradient itself is not kept), runs the backward you give it, removes
-every hook in a ``finally`` and stacks the norms into one tensor copied to the host
-once. Node ids are those of ``gradviz.core.trace`` (both use ``walk.node_ids_for``):
+``NodeNormSampler.sample`` walks the loss's autograd graph, places the hooks of a
+``hook_plan`` (about one per three nodes: see there), runs the backward you give it and
+returns every node's incoming gradient norm. Each hook reduces a gradient to its norm
+as it passes (a BLAS dot on the CPU, a 0-d tensor on a device, copied to the host once);
+the gradient itself is not kept, and the hooks go inert when the backward returns. The
+recorder (``watch``) uses the same ``hooked_backward`` with plans cached per structure.
+Node ids are those of ``gradviz.core.trace`` (both use ``walk.node_ids_for``):
 ``op:<k>`` (k = place in ``walk()``'s node list), ``param:<name>``, ``input:<i>``,
 ``leaf:<k>``, and ``loss``.
 
@@ -175,7 +177,7 @@ class NodeNormSampler:
             named_parameters = model.named_parameters() if model is not None else ()
         self._params = list(named_parameters)
         self._param_names = {id(p): name for name, p in self._params}
-        self.hook_calls = 0          # prehook invocations, over the sampler's life (tests use it)
+        self.hook_calls = 0          # norms measured by hooks, over the sampler's life (tests use it)
         self.last_n_nodes = 0
         self.last_detail: tuple[str, dict | None] | None = None   # see ``sample(detail=...)``
 
@@ -186,8 +188,8 @@ class NodeNormSampler:
         ``backward`` differentiates) but those where ``skip[k]`` is true.
 
         Returns float64 norms aligned with ``nodes``; ``missing`` (default NaN) where not
-        measured, where the node never ran or where every incoming gradient was None. The
-        fast path of ``sample`` for callers that walked the graph already (the recorder).
+        measured, where the node never ran or where every incoming gradient was None. What
+        ``sample`` runs, and what the recorder calls directly with its cached plans.
 
         ``plan`` (from ``hook_plan``, cacheable per graph structure) hooks about a third of
         the nodes: a node consumed by exactly one other node receives exactly the gradient
@@ -281,7 +283,7 @@ class NodeNormSampler:
     def sample(self, roots: torch.Tensor | Sequence[torch.Tensor], backward: Callable[[], Any] | None = None,
                inputs: Sequence[Any] = (), *, unscale: torch.Tensor | float | None = None,
                params: bool = True, root_grad: float = 1.0, detail: str | None = None) -> dict[str, float | None]:
-        """Run ``backward`` (default ``roots.backward()``) with a norm hook on every node.
+        """Run ``backward`` (default ``roots.backward()``) and return the gradient norm at every node.
 
         ``detail``: the id of one op/input node (e.g. the one selected in the window) whose
         full gradient statistics (``stats.tensor_stats``, histogram included) are kept in
@@ -297,77 +299,46 @@ class NodeNormSampler:
         roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
         input_names = {id(t): i for i, t in enumerate(inputs)
                        if isinstance(t, torch.Tensor) and t.requires_grad}
-        nodes, _ = walk([r.grad_fn for r in roots])
+        nodes, edges = walk([r.grad_fn for r in roots])
         ids = node_ids_for(nodes, self._param_names, input_names)
         self.last_n_nodes = len(nodes)
-        seen_ids: list[str] = []
-        seen_norms: list[torch.Tensor] = []
-        handles = []
-        counter = [0]
         self.last_detail = None
-
-        def make_hook(nid: str) -> Callable:
-            def hook(grad_outputs):
-                counter[0] += 1
+        skip = [nid.startswith("param:") for nid in ids]   # parameters: p.grad after backward (as trace)
+        plan = hook_plan(nodes, edges, skip)
+        del edges
+        live = [True]
+        if detail is not None and detail in ids:
+            def keep_detail(grad_outputs):
                 gs = [g for g in grad_outputs if g is not None]
-                if not gs:
-                    return None
-                if nid == detail:
-                    scaled = gs if unscale is None else [g / unscale for g in gs]
-                    self.last_detail = (nid, tensor_stats(scaled))
-                with torch.no_grad():
-                    if len(gs) == 1:
-                        norm = torch.linalg.vector_norm(gs[0], dtype=torch.float32)
-                    else:
-                        norm = torch.linalg.vector_norm(torch.stack(
-                            [torch.linalg.vector_norm(g, dtype=torch.float32).to(gs[0].device) for g in gs]))
-                seen_ids.append(nid)
-                seen_norms.append(norm)
-                return None
-            return hook
+                if live[0] and gs:
+                    self.last_detail = (detail, tensor_stats(gs if unscale is None else [g / unscale for g in gs]))
+            nodes[ids.index(detail)].register_prehook(keep_detail)
 
-        try:
-            for fn, nid in zip(nodes, ids):
-                if nid.startswith("param:"):
-                    continue                        # parameters: p.grad after backward (as trace)
-                handles.append(fn.register_prehook(make_hook(nid)))
-            del nodes                               # the hooks hold ids only, never nodes
+        def run() -> None:
             if backward is None:
                 torch.autograd.backward(roots)
             else:
                 backward()
+
+        try:
+            values = self.hooked_backward(nodes, run, skip, missing=-1.0, plan=plan)
         finally:
-            for h in handles:
-                h.remove()
-            handles.clear()
-            self.hook_calls += counter[0]
-        result: dict[str, float | None] = {nid: None for nid in ids}
-        param_list: list[tuple[str, torch.Tensor]] = []
+            live[0] = False
+            del nodes
+        if unscale is not None:
+            measured = values >= 0
+            values[measured] /= float(unscale)
+        result: dict[str, float | None] = {nid: (None if v == -1.0 else v) for nid, v in zip(ids, values.tolist())}
         if params:
+            present = [(f"param:{name}", p.grad) for name, p in self._params if p.grad is not None]
             for name, p in self._params:
-                nid = f"param:{name}"
                 if p.grad is None:
-                    result[nid] = None
-                else:
-                    param_list.append((nid, p.grad))
-        parts = list(seen_norms)
-        if unscale is not None and parts:
-            with torch.no_grad():
-                stacked_ops = torch.stack([t.to(parts[0].device) for t in parts]) / unscale
-            parts = [stacked_ops]
-        elif parts:
-            with torch.no_grad():
-                parts = [torch.stack([t.to(parts[0].device) for t in parts])]
-        if param_list:
-            with torch.no_grad():
-                pn = torch._foreach_norm([g for _, g in param_list])
-                dev = parts[0].device if parts else pn[0].device
-                parts.append(torch.stack([t.to(device=dev, dtype=torch.float32) for t in pn]))
-        values = (torch.cat([p.to(parts[0].device) for p in parts]).to("cpu", torch.float64).numpy()
-                  if parts else np.zeros(0))
-        names = seen_ids + [nid for nid, _ in param_list]
-        for nid, v in zip(names, values.tolist()):
-            result[nid] = v
+                    result[f"param:{name}"] = None
+            if present:
+                with torch.no_grad():
+                    norms = torch._foreach_norm([g for _, g in present])
+                    host = torch.stack([t.to(norms[0].device, torch.float32) for t in norms]).cpu().tolist()
+                result.update(zip([nid for nid, _ in present], host))
         for rid in root_ids(len(roots)):
             result[rid] = float(root_grad)
         return result
