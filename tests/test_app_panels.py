@@ -94,7 +94,7 @@ def test_contract_methods_without_graph_and_with(qtbot, window):
 
 
 def test_outline_shows_largest_op_gradient_for_modules_without_parameters(qtbot, window):
-    from gradviz.app.formatting import num
+    from gradviz.app.formatting import num, short_num
     from gradviz.app.outline_panel import THROUGH_TIP
 
     open_and_wait(qtbot, window, MLP)
@@ -110,9 +110,23 @@ def test_outline_shows_largest_op_gradient_for_modules_without_parameters(qtbot,
                if a["kind"] == "op" and a["module"] == path and a["grad_norm"] is not None]
         assert ops, path
         item = norm_item(path)
-        assert item.text() == num(max(ops)) != "—"
-        assert item.font().italic() and item.toolTip() == THROUGH_TIP
+        assert item.text() == short_num(max(ops)) != "—"
+        assert item.font().italic() and item.toolTip() == f"{num(max(ops))}: {THROUGH_TIP}"
         assert item.data(Qt.DecorationRole) is not None      # coloured like the others
     fc1 = norm_item("fc1")                                   # parameters: their norm, upright
-    assert fc1.text() == num(graph.graph["modules"]["fc1"]["grad_norm"])
-    assert not fc1.font().italic() and fc1.toolTip() == ""
+    fc1_norm = graph.graph["modules"]["fc1"]["grad_norm"]
+    assert fc1.text() == short_num(fc1_norm)
+    assert not fc1.font().italic() and fc1.toolTip() == num(fc1_norm)     # the full value on hover
+
+
+def test_short_numbers_fit_a_narrow_column():
+    from gradviz.app.formatting import num, short_num
+
+    cases = {0.012345: "0.01235", 0.0003616: "3.62e-4", 3.324: "3.324", 36864.0: "3.69e4",
+             -123456.0: "-1.23e5", 2.5e-7: "2.5e-7", 0.0: "0", None: "—", float("nan"): "NaN"}
+    for value, text in cases.items():
+        assert short_num(value) == text, value
+        assert len(text) <= 8
+        if value is not None and text not in ("NaN", "—"):
+            assert abs(float(text) - value) <= 0.005 * abs(value)       # what it says is the value
+    assert short_num(float("inf")) == num(float("inf"))

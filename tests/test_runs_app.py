@@ -243,7 +243,7 @@ def test_module_tree_and_summary_follow_the_chosen_step(qtbot, tmp_path, real_wi
     """Choosing a recorded step repaints the module norms and the summary's total with that step's."""
     import math
 
-    from gradviz.app.formatting import num
+    from gradviz.app.formatting import num, short_num
     from gradviz.core.record import open_run
 
     win = real_window
@@ -259,7 +259,7 @@ def test_module_tree_and_summary_follow_the_chosen_step(qtbot, tmp_path, real_wi
         norm = dict(zip(names, row["grad_norms"]))
         fc1 = math.sqrt(norm["fc1.weight"] ** 2 + norm["fc1.bias"] ** 2)
         total = math.sqrt(sum(v * v for v, has in zip(row["grad_norms"], row["has_grad"]) if has))
-        qtbot.waitUntil(lambda: win.outline.module_norm_text("fc1") == num(fc1), timeout=5000)
-        assert win.outline.module_norm_text("") == num(total)
+        qtbot.waitUntil(lambda: win.outline.module_norm_text("fc1") == short_num(fc1), timeout=5000)
+        assert win.outline.module_norm_text("") == short_num(total)
         assert win.outline.module_norm_text("never") == "—"          # no gradient: nothing to show
         assert win.inspector.gradient.values["total grad norm"] == num(total)

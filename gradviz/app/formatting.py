@@ -24,6 +24,19 @@ def num(value: Any) -> str:
     return "%.4g" % x
 
 
+def short_num(value: Any) -> str:
+    """At most 8 characters, for narrow columns: ``0.01235``, ``3.62e-4``, ``-1.23e5``; else as ``num``."""
+    text = num(value)
+    try:
+        x = abs(float(value))
+    except (TypeError, ValueError):
+        return text
+    if not math.isfinite(x) or x == 0 or 1e-2 <= x < 1e4:
+        return text
+    mantissa, exponent = ("%.2e" % float(value)).split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent):+d}".replace("e+", "e")
+
+
 def count(value: Any) -> str:
     """Thousands separators for counts: 11,617."""
     if value is None:

@@ -13,11 +13,12 @@ from PySide6.QtCore import QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPixmap, QStandardItem, QStandardItemModel
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
-from gradviz.app.formatting import count, num
+from gradviz.app.formatting import count, num, short_num
 from gradviz.core.modules import ModuleNorms
 
 PATH_ROLE = Qt.UserRole + 1
 COLUMNS = ["module", "type", "params", "grad norm"]
+NORM_COLUMN = 3
 THROUGH_TIP = "largest gradient through its ops (the module has no parameters)"
 
 
@@ -77,13 +78,13 @@ class OutlinePanel(QWidget):
         return pm
 
     def _paint_norm(self, path: str, item: QStandardItem, value, rgb, derived: bool) -> None:
-        look = (num(value), rgb, derived)
+        look = (short_num(value), rgb, derived)
         if self._painted.get(path) == look:                 # live updates repaint what changed only
             return
         self._painted[path] = look
         item.setText(look[0])
         item.setFont(self._italic if derived else self.tree.font())
-        item.setToolTip(THROUGH_TIP if derived else "")
+        item.setToolTip(f"{num(value)}: {THROUGH_TIP}" if derived else num(value))
         item.setData(self._swatch(rgb) if rgb is not None else None, Qt.DecorationRole)
 
     def set_modules(self, modules: dict[str, dict], expanded: set[str], scale=None, graph=None,
@@ -156,6 +157,7 @@ class OutlinePanel(QWidget):
                 self._paint_norm(path, self._norm_items[path], norms[path], color, path in derived)
         finally:
             self.model.blockSignals(False)
+        self.tree.resizeColumnToContents(NORM_COLUMN)       # (the header missed the blocked signals)
         self.tree.viewport().update()
 
     def module_norm_text(self, path: str) -> str | None:
