@@ -263,3 +263,21 @@ def test_module_tree_and_summary_follow_the_chosen_step(qtbot, tmp_path, real_wi
         assert win.outline.module_norm_text("") == short_num(total)
         assert win.outline.module_norm_text("never") == "—"          # no gradient: nothing to show
         assert win.inspector.gradient.values["total grad norm"] == num(total)
+
+
+def test_the_loss_node_shows_the_chosen_steps_loss(qtbot, tmp_path, real_window):
+    from gradviz.app.formatting import num
+    from gradviz.core.record import open_run
+
+    win = real_window
+    path = tmp_path / "loss.gvrun"
+    _open_recorded(qtbot, win, path, 6)
+    panel = win.run_panel
+    with open_run(path) as r:
+        losses = {s: float(r.step_row(s)["loss"]) for s in panel.node_steps}
+    assert len(set(losses.values())) > 1
+    for step in (panel.node_steps[0], panel.node_steps[-1]):
+        panel.choose_step(step)
+        i = win.scene.index["loss"]
+        assert win.scene.text_lines(i)[1] == num(losses[step])
+        qtbot.waitUntil(lambda: win.inspector.identity.values.get("loss") == num(losses[step]), timeout=5000)

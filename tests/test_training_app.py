@@ -69,6 +69,11 @@ def test_start_pause_resume_stop(qtbot, win):
     assert norms_seen and set(norms_seen[0]) <= set(win.document.graph.nodes)
     assert "param:fc1.weight" in norms_seen[0]
     assert panel.step_label.text() == f"step {total}"
+    # the loss node shows the last step's loss, not the traced one
+    from gradviz.app.formatting import num
+
+    last = float(panel.history.column("loss")[-1])
+    assert win.scene.text_lines(win.scene.index["loss"])[1] == num(last)
     assert panel.acc_label.text().startswith("accuracy")
 
 

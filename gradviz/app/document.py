@@ -49,6 +49,7 @@ class Document:
         self.expanded: set[str] = set()
         self.run: dict[str, Any] = {}
         self.norms: dict[str, float | None] = {}      # live norms set by extensions (full-graph ids)
+        self.live_loss: float | None = None           # the loss of the live / recorded step shown
         self.marked_edges: dict[str, list[tuple[str, str]]] = {}
         self.marked_nodes: dict[str, list[str]] = {}
         self._order: dict[str, int] | None = None
@@ -63,6 +64,7 @@ class Document:
         self.view = result.view
         self.layout = result.layout
         self.norms = {}
+        self.live_loss = None
         self.marked_edges = {}
         self.marked_nodes = {}
         self._order = None

@@ -13,6 +13,7 @@ from typing import Callable
 from PySide6.QtCore import QTimer
 
 from gradviz.app.document import TraceResult, ViewResult
+from gradviz.app.formatting import num
 from gradviz.app.trace_worker import JobRunner, graph_job, trace_job, view_job
 from gradviz.core.record.schema import EXTENSION as RUN_EXTENSION
 
@@ -194,6 +195,8 @@ class GraphSync:
             scene.set_color_range(*rng, follow=doc.fixed_range is None)
         if doc.norms:
             scene.set_norms(doc.view_norms(doc.norms))
+        if doc.live_loss is not None:
+            scene.set_second_line("loss", num(doc.live_loss))
         for style, edges in doc.marked_edges.items():
             scene.mark_edges(doc.view_edges(edges), style)
         for style, ids in doc.marked_nodes.items():
@@ -217,13 +220,20 @@ class GraphSync:
         if not self._panels_timer.isActive():
             self._panels_timer.start()
 
+    def set_loss(self, value: float) -> None:
+        self.document.live_loss = value
+        self.window.scene.set_second_line("loss", num(value))
+        if not self._panels_timer.isActive():
+            self._panels_timer.start()
+
     def _refresh_panels(self) -> None:
         win, doc = self.window, self.document
-        if doc.graph is None or not doc.norms:
+        if doc.graph is None:
             return
-        win.outline.update_norms(doc.norms, win.scene.color_scale())
-        if not win.selection.selected:
-            win.inspector.show_summary(doc.graph, doc.norms)
+        if doc.norms:
+            win.outline.update_norms(doc.norms, win.scene.color_scale())
+        if not win.selection.selected and (doc.norms or doc.live_loss is not None):
+            win.inspector.show_summary(doc.graph, doc.norms, doc.live_loss)
 
     def mark_edges(self, edges: list[tuple[str, str]], style: str = "broken") -> None:
         self.document.marked_edges.setdefault(style, []).extend(edges)

@@ -166,9 +166,10 @@ class InspectorPanel(QScrollArea):
             self.values.hide()
         self._show_saved(attrs.get("saved") or [])
 
-    def show_summary(self, graph, live: dict | None = None) -> None:
+    def show_summary(self, graph, live: dict | None = None, loss: float | None = None) -> None:
         """Nothing selected: an overview of the traced run and where the gradient is; ``live``
-        (node id -> norm, a training or recorded step) replaces the traced norms."""
+        (node id -> norm, a training or recorded step) replaces the traced norms, ``loss`` the
+        traced loss."""
         self.node_id = ""
         for sec in (self.identity, self.gradient, self.values):
             sec.clear_rows()
@@ -184,7 +185,7 @@ class InspectorPanel(QScrollArea):
         idf.setTitle("Run")
         idf.add("script", script.rsplit("/", 1)[-1], key="script")
         idf.add("device", graph.graph.get("device") or "—", key="device")
-        idf.add("loss", num(graph.graph.get("loss")), key="loss")
+        idf.add("loss", num(graph.graph.get("loss") if loss is None else loss), key="loss")
         idf.add("graph", f"{count(graph.number_of_nodes())} nodes · {count(graph.number_of_edges())} edges")
         idf.add("parameters", count(root.get("numel")), key="parameters")
         idf.show()

@@ -1,7 +1,7 @@
 """The gradviz main window: assembles the view, the panels and the menus, and offers
 the extension contract of ``docs/ARCHITECTURE.md`` (``document``, ``graphChanged``,
 ``nodeSelected``, ``add_dock``, ``add_action``, ``select_nodes``, ``show_error``,
-``set_node_norms``, ``mark_edges``, ``mark_nodes``, ``current_script``).
+``set_node_norms``, ``set_loss``, ``mark_edges``, ``mark_nodes``, ``current_script``).
 
 The work is done by parts, one job each; the window's methods are a thin facade:
 ``graph_sync`` (document ↔ scene: trace, re-group, show), ``interaction`` (selection,
@@ -138,6 +138,10 @@ class MainWindow(QMainWindow):
 
     def set_node_norms(self, norms: dict) -> None:
         self.sync.set_node_norms(norms)
+
+    def set_loss(self, value: float) -> None:
+        """The current loss (a training or recorded step): on the loss node and in the summary."""
+        self.sync.set_loss(value)
 
     def mark_edges(self, edges: list[tuple[str, str]], style: str = "broken") -> None:
         self.sync.mark_edges(edges, style)

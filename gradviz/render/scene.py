@@ -275,6 +275,16 @@ class GraphScene(QGraphicsScene):
         self.colorScaleChanged.emit(self._scale)
 
     # -- text ----------------------------------------------------------------------------
+    def set_second_line(self, nid: str, text: str) -> None:
+        """Replace a node's second line (e.g. the loss node's value while training); the box
+        keeps its size, the text is elided to it."""
+        i = self.index.get(nid)
+        if i is None or self._lines[i][1] == text:
+            return
+        self._lines[i] = (self._lines[i][0], text)
+        self._elided.pop(i, None)
+        self.batch_of[i].update()
+
     def text_lines(self, i: int) -> tuple[str, str]:
         """The node's two lines elided to its box (computed on first paint, then cached)."""
         got = self._elided.get(i)

@@ -87,6 +87,9 @@ def _step_chosen(window, panel: RunPanel, step: int) -> None:
                 panel.shown_graph_id = gid
                 _show_graph(window, graph, panel.paths[0])
         window.set_node_norms(norms)
+        loss = getattr(panel, "step_loss", None)
+        if loss is not None and hasattr(window, "set_loss"):
+            window.set_loss(loss)
     except RecordError as exc:
         window.show_error(exc)
 

@@ -100,6 +100,7 @@ class RunPanel(QWidget):
         self.follower: FollowThread | None = None
         self._reader = None                    # reader of the shown rank (UI thread; graph + node norms)
         self._graph_id: int | None = None
+        self.step_loss: float | None = None          # the loss of the step chosen last
 
         self.title = QLabel("No run open. File ▸ Open run…")
         self.title.setWordWrap(True)
@@ -234,6 +235,7 @@ class RunPanel(QWidget):
             return None, {}
         s, norms = got
         row = self._reader.step_row(s)
+        self.step_loss = float(row["loss"]) if row is not None else None
         if row is not None:
             for name, norm, has in zip(self._reader.param_names, row["grad_norms"], row["has_grad"]):
                 norms[f"param:{name}"] = float(norm) if has else None

@@ -238,6 +238,9 @@ class TrainingPanel(QWidget):
             self.step_label.setText(f"step {int(steps[-1]) + 1}")
             loss = float(cols["loss"][-1])
             self.loss_label.setText(f"loss {loss:.4g}" if math.isfinite(loss) else f"loss {loss}")
+            setter = getattr(self.window, "set_loss", None)
+            if setter is not None:
+                setter(loss)
             st = cols.get("step_time")
             if st is not None and len(st):
                 mean = float(st.mean())
