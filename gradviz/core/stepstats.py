@@ -118,6 +118,15 @@ class StepStats(NumpyPath, TorchPath):
         self._all_true.flags.writeable = False
         self._all_nan = np.full(self.n, _NAN)
         self._all_nan.flags.writeable = False
+        # the native accelerator (gradviz.core.native), when built: all gradient norms in one
+        # C++ call (~2 us on the digits MLP against ~10-20 us of numpy calls); None = numpy
+        self._native_sq = None
+        if self._numpy:
+            from gradviz.core import native
+
+            module = native.get()
+            if module is not None:
+                self._native_sq = module.GradNorms(self.params).sq
 
     # -- the step ---------------------------------------------------------
     def begin(self) -> None:
@@ -141,6 +150,12 @@ class StepStats(NumpyPath, TorchPath):
         self._updates_now = upd = self.track_updates and updates
         if self._numpy and max_norm is None and not upd:
             # the common cheap step: gradient norms only, with as few Python calls as possible
+            if self._native_sq is not None:
+                sq = self._native_sq()             # None: a gradient is missing (general path below)
+                if sq is not None:
+                    self._host_sq = sq
+                    self._n_grads = self.n
+                    return None
             try:
                 if self._vectors is None:
                     self._host_sq = [_vdot(a, a) for a in map(_numpy, [p.grad for p in self.params])]

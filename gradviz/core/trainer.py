@@ -376,7 +376,9 @@ class Trainer:
             if self.scaler is not None:
                 self.scaler.unscale_(opt)
             detail = self._node_detail() if node_norms is not None and self.detail_node else None
+            t_u = time.perf_counter()
             stats.grads_ready(cfg.max_grad_norm, updates)
+            t_u = time.perf_counter() - t_u
             if self.scaler is not None:
                 self.scaler.step(opt)
                 self.scaler.update()
@@ -390,7 +392,7 @@ class Trainer:
         if updates:
             t_a = time.perf_counter()
             stats.after_update()
-            self._cadence.update_took(time.perf_counter() - t_a)
+            self._cadence.update_took(t_u + time.perf_counter() - t_a)
         lr = opt.param_groups[0]["lr"]
         if stats._numpy and node_norms is None:
             # the hot path: capture the step's numbers; the row's arrays are built when first read

@@ -27,6 +27,7 @@ class UpdateCadence:
         self.auto_every = 1
         self.update_cost = 0.0         # EMA, seconds the ratios cost on a measured step
         self.step_cost = 0.0           # EMA, seconds a step takes
+        self._updates_seen = 0
 
     def due(self, step: int) -> bool:
         every = self.every
@@ -37,11 +38,22 @@ class UpdateCadence:
         return every > 0 and step % every == 0
 
     def step_took(self, seconds: float) -> None:
-        self.step_cost = seconds if not self.step_cost else 0.9 * self.step_cost + 0.1 * seconds
+        """A step's time. A pause between steps (an evaluation, a checkpoint, another job) counts
+        at most 4x the running estimate: one long gap must not buy a dense cadence."""
+        if not self.step_cost:
+            self.step_cost = seconds
+        else:
+            self.step_cost = 0.9 * self.step_cost + 0.1 * min(seconds, 4.0 * self.step_cost)
 
     def update_took(self, seconds: float) -> None:
-        """The time ``after_update`` took. The snapshot before the step costs about as much,
-        and the extra memory traffic slows the next kernels about as much again (measured in
-        ``benchmarks/bench_training.py``): the cost counted is 3x."""
-        spent = 3 * seconds
-        self.update_cost = spent if not self.update_cost else 0.9 * self.update_cost + 0.1 * spent
+        """The time the ratios cost on a measured step: the snapshot of the weights before the
+        optimizer step (``grads_ready(updates=True)``) plus ``after_update``, both timed by the
+        caller. The extra memory traffic slows the next kernels too (measured in
+        ``benchmarks/bench_record.py``: the measured time was ~2/3 of the real cost): counted 1.5x."""
+        spent = 1.5 * seconds
+        self._updates_seen += 1
+        if self._updates_seen <= 2 or not self.update_cost:
+            # the first measurements allocate the snapshot: the second replaces the first
+            self.update_cost = spent
+        else:
+            self.update_cost = 0.7 * self.update_cost + 0.3 * spent

@@ -132,6 +132,7 @@ class Watch(NodeSampling):
         self._cadence = UpdateCadence(update_ratio_every)
         self._t_prev: float | None = None
         self._upd_now = False
+        self._upd_cost = 0.0
         self._closed = False
         self._lock = threading.RLock()
         # per-step state machine (see module docstring)
@@ -239,7 +240,11 @@ class Watch(NodeSampling):
         self._t_prev = now
         self._upd_now = upd = self.optimizer is not None and self._cadence.due(self._step)
         self.stats.begin()
-        self.stats.grads_ready(updates=upd)
+        if upd:                                   # the snapshot is part of what the ratios cost
+            self.stats.grads_ready(updates=True)
+            self._upd_cost = time.perf_counter() - now
+        else:
+            self.stats.grads_ready(updates=False)
         self._grads_read = True
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
@@ -248,7 +253,7 @@ class Watch(NodeSampling):
         if self._upd_now:
             t0 = time.perf_counter()
             self.stats.after_update()
-            self._cadence.update_took(time.perf_counter() - t0)
+            self._cadence.update_took(self._upd_cost + time.perf_counter() - t0)
         self._updated = True
         if self._awaiting_update:
             self._finish_open()

@@ -62,6 +62,13 @@ class NodeSampling:
         self._fwd_handles: list = []
         self.graph_error: str | None = None
         self.node_error: str | None = None
+        # the native accelerator (gradviz.core.native): C++ walk, structure key and norm hooks
+        # for structures already seen (the Python path below learns each new one first)
+        from gradviz.core import native
+
+        module = native.get()
+        self._native = module.NodeNorms(self.stats.params) if module is not None else None
+        self._native_entries: dict[int, tuple] = {}        # native structure key -> graph entry
 
     def _arm_forward(self, on: bool) -> None:
         """Forward hooks on the model only while the next step is a sampled one: a module with
@@ -122,6 +129,19 @@ class NodeSampling:
         root = args[0] if args else kwargs.get("self")
         if not isinstance(root, torch.Tensor) or root.grad_fn is None or self._closed:
             return func(*args, **kwargs)
+        fast, key, n_nodes = self._native, None, -1
+        if fast is not None:
+            try:
+                key, n_nodes = fast.begin(root)
+            except Exception as exc:                     # never break the user's backward
+                self.graph_error = f"native: {type(exc).__name__}: {exc}"
+                fast = self._native = None
+            else:
+                entry = self._native_entries.get(key)
+                if entry is not None:
+                    self._capture = None
+                    return self._native_backward(fast, entry, n_nodes, func, args, kwargs)
+                fast.cancel()
         nodes, edges = walk([root.grad_fn])          # one walk: structure hash and hooks
         entry = plan = None
         try:
@@ -147,6 +167,23 @@ class NodeSampling:
             del nodes
         if entry is not None:
             self._node_result = (entry[0], entry[3], values)
+            # a structure the native path may take from now on: once its graph is final (with
+            # module paths, or none will come)
+            if fast is not None and len(values) == n_nodes and (entry[2] or not self._needs_capture):
+                if len(self._native_entries) > 64:
+                    self._native_entries.clear()
+                self._native_entries[key] = entry
+        return None
+
+    def _native_backward(self, fast, entry: tuple, n_nodes: int, func, args, kwargs):
+        """A sampled backward of a known structure with the native hooks (see ``_init_sampling``)."""
+        self._sampler.last_n_nodes = n_nodes
+        fast.arm()
+        try:
+            func(*args, **kwargs)
+        finally:
+            values = fast.finish(NO_VALUE)           # (backward errors propagate)
+        self._node_result = (entry[0], entry[3], values)
         return None
 
     def _skip_params(self, nodes: list) -> list[bool]:
