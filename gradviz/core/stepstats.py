@@ -137,6 +137,23 @@ class StepStats(NumpyPath, TorchPath):
         self._have_delta = False
         self._max_norm = None
 
+    def read_grads(self) -> None:
+        """``begin()`` then ``grads_ready(updates=False)``, in one call on the native path (the
+        recorder's every step)."""
+        fast = self._native_sq
+        if fast is not None:
+            sq = fast()
+            if sq is not None:
+                self._t0 = time.perf_counter()
+                self._have_delta = False
+                self._max_norm = None
+                self._updates_now = False
+                self._host_sq = sq
+                self._n_grads = self.n
+                return
+        self.begin()
+        self.grads_ready(updates=False)
+
     def grads_ready(self, max_norm: float | None = None, updates: bool = True) -> torch.Tensor | None:
         """Call after backward (and after ``GradScaler.unscale_``), before ``optimizer.step()``.
 
@@ -250,10 +267,14 @@ def rows_from_raw(raws: list[tuple], n: int) -> dict[str, np.ndarray]:
     weights = np.full((r_count, n), _NAN)
     deltas = np.full((r_count, n), _NAN)
     has = np.ones((r_count, n), dtype=bool)
+    keys = [(squared, g, len(values), have_delta, None if present is None else tuple(present))
+            for values, squared, g, present, have_delta in raws]
     groups: dict[tuple, list[int]] = {}
-    for i, (values, squared, g, present, have_delta) in enumerate(raws):
-        key = (squared, g, len(values), have_delta, None if present is None else tuple(present))
-        groups.setdefault(key, []).append(i)
+    if len(set(keys)) == 1:                      # the usual case: every row has the same layout
+        groups[keys[0]] = list(range(r_count))
+    else:
+        for i, key in enumerate(keys):
+            groups.setdefault(key, []).append(i)
     for (squared, g, length, have_delta, present), idx in groups.items():
         if squared:
             block = np.sqrt(np.array([raws[i][0] for i in idx], dtype=np.float64).reshape(len(idx), length))

@@ -13,7 +13,7 @@ import math
 
 __all__ = ["UPDATE_BUDGET", "UpdateCadence"]
 
-UPDATE_BUDGET = 0.01           # at most this fraction of the step time goes to update ratios
+UPDATE_BUDGET = 0.005          # at most this fraction of the step time goes to update ratios
 REPLAN_EVERY = 50              # re-derive the cadence this often (steps)
 WARMUP_STEPS = 10              # measure every step until then (the first costs are known)
 

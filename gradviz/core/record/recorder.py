@@ -189,8 +189,8 @@ class Watch(NodeSampling):
         if rows and (len(rows) >= self._commit_every or time.monotonic() - self._last_flush >= self._commit_seconds):
             self._flush()
         every = self.every
-        if every and (self._step % every == 0) != bool(self._fwd_handles):
-            self._arm_forward(not self._fwd_handles)
+        if every and (self._step % every == 0) != self._fwd_armed:
+            self._arm_forward(not self._fwd_armed)
         return s
 
     def close(self) -> None:
@@ -220,6 +220,10 @@ class Watch(NodeSampling):
 
     # -- optimizer hooks ----------------------------------------------------
     def _opt_pre(self, optimizer, args, kwargs) -> None:
+        if self._awaiting_update:                       # the usual order: w.step came first
+            lr = optimizer.param_groups[0]["lr"]
+            self._lr = lr if type(lr) is float else _lr_of(optimizer)
+            return
         if self._closed:
             return
         self._lr = _lr_of(optimizer)
@@ -239,15 +243,19 @@ class Watch(NodeSampling):
             self._cadence.step_took(now - self._t_prev)
         self._t_prev = now
         self._upd_now = upd = self.optimizer is not None and self._cadence.due(self._step)
-        self.stats.begin()
         if upd:                                   # the snapshot is part of what the ratios cost
+            self.stats.begin()
             self.stats.grads_ready(updates=True)
             self._upd_cost = time.perf_counter() - now
         else:
-            self.stats.grads_ready(updates=False)
+            self.stats.read_grads()
         self._grads_read = True
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
+        if self._awaiting_update and not self._upd_now:  # the usual step: close its row
+            self._updated = True
+            self._finish_open()
+            return
         if self._closed or not self._grads_read:
             return
         if self._upd_now:

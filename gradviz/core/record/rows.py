@@ -1,6 +1,8 @@
 """Turning the recorder's buffered raw steps into stored rows (one numpy pass per commit)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
@@ -32,18 +34,35 @@ def store_rows(writer: RunWriter, rows: list[tuple], n_params: int) -> None:
         global_ratio = np.sqrt(num / den)
     global_ratio = np.where(den > 0, global_ratio, np.where(num == 0, 0.0, np.inf))
     global_ratio = np.where(np.isnan(num) | np.isnan(den), np.nan, global_ratio)
-    grad_norm = arr["grad_norm"].tolist()
-    out = []
-    for i, (s, t, _, lr, _, updated, node) in enumerate(rows):
-        if node is not None:
-            gid, sel, values = node
-            full = np.concatenate([values, _ONE, np.where(has[i], arr["param_norms"][i], NO_VALUE), _MISSING])
-            picked = full[sel]
-            writer.add_node_norms(s, gid, picked.astype("<f4").tobytes())
-        out.append((int(s), float(t), real(losses[i]), real(grad_norm[i]), real(lr),
-                    real(float(global_ratio[i])) if updated else None, grad_blobs[i].tobytes(),
-                    ratio_blobs[i].tobytes() if updated else None, int(node is not None)))
+    # the per-row work is column-wise (this runs for every step, ~1000 rows per commit)
+    steps = [int(r[0]) for r in rows]
+    updated = [bool(r[5]) for r in rows]
+    nodes = [(i, r[6]) for i, r in enumerate(rows) if r[6] is not None]
+    for i, (gid, sel, values) in nodes:
+        full = np.concatenate([values, _ONE, np.where(has[i], arr["param_norms"][i], NO_VALUE), _MISSING])
+        writer.add_node_norms(steps[i], gid, full[sel].astype("<f4").tobytes())
+    width = grad_blobs.shape[1] * 4
+    grad_bytes, ratio_bytes = grad_blobs.tobytes(), ratio_blobs.tobytes()
+    offsets = range(0, width * len(rows), width) if width else [0] * len(rows)
+    blobs = [grad_bytes[k:k + width] for k in offsets]
+    ratio_list = [ratio_bytes[k:k + width] if u else None for u, k in zip(updated, offsets)]
+    global_list = [real(g) if u else None for u, g in zip(updated, global_ratio.tolist())]
+    sampled = [0] * len(rows)
+    for i, _ in nodes:
+        sampled[i] = 1
+    out = list(zip(steps, [float(r[1]) for r in rows], _reals(losses), _reals(arr["grad_norm"].tolist()),
+                   _reals([r[3] for r in rows]), global_list, blobs, ratio_list, sampled))
     writer.add_step_rows(out)
+
+
+def _reals(values: list) -> list:
+    """``schema.real`` of each value, skipped when every value is already a finite float."""
+    try:
+        if all(type(v) is float for v in values) and math.isfinite(math.fsum(values)):
+            return values
+    except (OverflowError, TypeError, ValueError):        # (inf - inf in fsum)
+        pass
+    return [real(v) for v in values]
 
 
 def _losses(values: list) -> list:

