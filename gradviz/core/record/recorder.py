@@ -146,7 +146,7 @@ class Watch(NodeSampling):
         self._init_sampling()                 # node norms (sampling.py)
 
         self._handles: list[Any] = []
-        self._arm_forward(True)               # step 0 is sampled
+        self._arm_sampling(True)              # step 0 is sampled
         if optimizer is not None:
             self._handles.append(optimizer.register_step_pre_hook(self._opt_pre))
             self._handles.append(optimizer.register_step_post_hook(self._opt_post))
@@ -189,8 +189,8 @@ class Watch(NodeSampling):
         if rows and (len(rows) >= self._commit_every or time.monotonic() - self._last_flush >= self._commit_seconds):
             self._flush()
         every = self.every
-        if every and (self._step % every == 0) != self._fwd_armed:
-            self._arm_forward(not self._fwd_armed)
+        if every and (self._step % every == 0 or self._fwd_handles):
+            self._arm_sampling(self._step % every == 0)
         return s
 
     def close(self) -> None:
@@ -202,7 +202,7 @@ class Watch(NodeSampling):
             if self._open_step is not None:
                 self._finish_open()
             self._flush()
-            self._arm_forward(False)
+            self._arm_sampling(False)
             for h in self._handles:
                 h.remove()
             self._handles.clear()

@@ -23,76 +23,53 @@ from gradviz.core.walk import walk
 __all__ = ["NodeSampling"]
 
 _ACCUMULATE_GRAD = torch._C._functions.AccumulateGrad       # the node type of a leaf (a parameter)
-_NO_ATTR = object()
 _producer, _consumer, _output_nr = (operator.itemgetter(i) for i in range(3))
 
 
 class _BackwardTap:
-    """Hands this thread's next ``Tensor.backward`` call to ``watch``.
+    """Hands this thread's next backward call to ``watch``.
 
-    ``Tensor.backward`` is swapped for a pass-through wrapper between the end of a sampled
-    step's forward and the backward (or the next ``w.step``), then put back. Same reach as a
-    ``TorchFunctionMode`` that waits for ``Tensor.backward``, at a fraction of its cost: a mode
-    also routes every op of the loss through Python (~25 us a sampled step on the digits MLP).
-    Other threads' backward calls pass straight through. If something else swapped
-    ``Tensor.backward`` in the meantime, the wrapper is left in place, disarmed.
+    ``torch.autograd.backward`` (what ``Tensor.backward`` calls, and what some loops call
+    directly) is swapped for a pass-through wrapper between the end of a sampled step's forward
+    and the backward (or the next ``w.step``), then put back. The same reach as a
+    ``TorchFunctionMode`` waiting for ``Tensor.backward``, at a fraction of the cost: a mode
+    routes every op of the loss through Python too. A module attribute, not ``Tensor``'s: a
+    class attribute write would reset every cached method lookup on tensors. Other threads'
+    calls pass straight through; if something else swapped the function in the meantime, the
+    wrapper is left in place, disarmed.
     """
 
     def __init__(self, owner: "NodeSampling") -> None:
         self._owner = weakref.ref(owner)
         self._thread = threading.get_ident()
         self.armed = False
-        self.original = torch.Tensor.backward
-        self._wrapper = None
+        self.original = None
+        self._wrapper = self._wrapped = None
 
     def arm(self) -> None:
-        """Swap ``Tensor.backward`` for the wrapper (built once per watch)."""
+        """Swap in the wrapper (rebuilt only when the function it wraps changed)."""
         self._thread = threading.get_ident()
-        self.original = original = torch.Tensor.backward
-        if self._wrapper is None or self._wrapped is not original:
+        self.original = original = torch.autograd.backward
+        if self._wrapped is not original:
             tap = self
 
             @functools.wraps(original)
-            def backward(tensor, *args, **kwargs):
+            def backward(tensors, *args, **kwargs):
                 if tap.armed and threading.get_ident() == tap._thread:
                     tap.close()
                     owner = tap._owner()
                     if owner is not None:
-                        return owner._sampled_backward(original, (tensor,) + args, kwargs)
-                return original(tensor, *args, **kwargs)
+                        return owner._sampled_backward(original, (tensors,) + args, kwargs)
+                return original(tensors, *args, **kwargs)
 
             self._wrapper, self._wrapped = backward, original
         self.armed = True
-        torch.Tensor.backward = self._wrapper
+        torch.autograd.backward = self._wrapper
 
     def close(self) -> None:
         self.armed = False
-        if torch.Tensor.backward is self._wrapper:
-            torch.Tensor.backward = self.original
-
-
-def _forward_wrapper(sampling: "NodeSampling", module: torch.nn.Module):
-    """The ``forward`` set on the model's instance before a sampled step (see ``_arm_forward``);
-    it holds the watch weakly and calls what ``forward`` was when it was set."""
-    owner_ref = weakref.ref(sampling)
-
-    @functools.wraps(type(module).forward)
-    def forward(*args, **kwargs):
-        owner = owner_ref()
-        if owner is None:
-            return type(module).forward(module, *args, **kwargs)
-        if owner._needs_capture:
-            owner._forward_pre(module, args)
-        try:
-            output = owner._fwd_inner(*args, **kwargs)
-        except BaseException:
-            if owner._capture_live:
-                owner._forward_post(module, args, None)
-            raise
-        owner._forward_post(module, args, output)
-        return output
-
-    return forward
+        if self._wrapper is not None and torch.autograd.backward is self._wrapper:
+            torch.autograd.backward = self.original
 
 
 class NodeSampling:
@@ -111,11 +88,7 @@ class NodeSampling:
         self._hash_cache: dict[tuple, str] = {}
         self._plans: dict[str, object] = {}                               # hash -> nodenorms.HookPlan
         self._needs_capture = self.capture_modules
-        self._fwd_handles: list = []
-        self._fwd_wrapper: tuple | None = None           # (wrapper set on the module, what it replaced)
-        self._fwd_wrapper_fn = None                       # built once, set and removed per sampled step
-        self._fwd_inner = None
-        self._fwd_armed = False
+        self._fwd_handles: list = []                      # forward hooks for module capture only
         self.graph_error: str | None = None
         self.node_error: str | None = None
         # the native accelerator (gradviz.core.native): C++ walk, structure key and norm hooks
@@ -126,53 +99,32 @@ class NodeSampling:
         self._native = module.NodeNorms(self.stats.params) if module is not None else None
         self._native_entries: dict[int, tuple] = {}        # native structure key -> graph entry
 
-    def _arm_forward(self, on: bool) -> None:
-        """Watch the model's forward only while the next step is a sampled one.
+    def _arm_sampling(self, on: bool) -> None:
+        """Before a sampled step (``on``): arm the backward tap now, and, while the graph has no
+        module paths yet, forward hooks that capture them. Otherwise: remove those hooks.
 
-        The model's ``forward`` is wrapped by an instance attribute (``module.forward``, which
-        ``Module.__call__`` looks up first), set before a sampled step and removed after it:
-        setting it costs a dict write, where forward hooks would cost a registration and push
-        ``Module.__call__`` onto its slow path. A script module gets forward hooks instead.
-        (Changed between steps, never from inside a forward.)"""
+        The tap intercepts only the backward call, so it costs nothing during the forward and
+        can be armed from ``w.step`` (no hook on the model, whose hooks would push
+        ``Module.__call__`` onto its slow path). (Changed between steps, never from inside a
+        hook: the module iterates its hook dicts then.)"""
         on = on and bool(self.every) and not self._closed
-        if on == self._fwd_armed:
-            return
-        self._fwd_armed = on
-        module = self.module
         if not on:
-            for h in self._fwd_handles:
-                h.remove()
-            self._fwd_handles = []
-            wrapped, self._fwd_wrapper = self._fwd_wrapper, None
-            if wrapped is not None:
-                forward, previous = wrapped
-                attrs = module.__dict__
-                if attrs.get("forward") is forward:   # (unless someone replaced it since)
-                    if previous is _NO_ATTR:
-                        del attrs["forward"]
-                    else:
-                        attrs["forward"] = previous
+            if self._fwd_handles:
+                for h in self._fwd_handles:
+                    h.remove()
+                self._fwd_handles = []
             return
-        if isinstance(module, torch.jit.ScriptModule):
-            if self.capture_modules:
-                self._fwd_handles.append(module.register_forward_pre_hook(self._forward_pre))
-            self._fwd_handles.append(module.register_forward_hook(self._forward_post, always_call=True))
-            return
-        previous = module.__dict__.get("forward", _NO_ATTR)
-        # the bound method, or a wrapper someone else set on the instance
-        self._fwd_inner = module.forward if previous is _NO_ATTR else previous
-        forward = self._fwd_wrapper_fn
-        if forward is None:
-            forward = self._fwd_wrapper_fn = _forward_wrapper(self, module)
-        module.__dict__["forward"] = forward
-        self._fwd_wrapper = (forward, previous)
-
-    def _sampled_next(self) -> bool:
-        return bool(self.every) and not self._closed and self._step % self.every == 0
+        tap = self._tap_obj
+        if tap is None:
+            tap = self._tap_obj = _BackwardTap(self)
+        tap.arm()
+        self._tap = tap
+        if self._needs_capture and not self._fwd_handles:
+            self._fwd_handles.append(self.module.register_forward_pre_hook(self._forward_pre))
+            self._fwd_handles.append(self.module.register_forward_hook(self._forward_post, always_call=True))
 
     def _forward_pre(self, module, args) -> None:
-        if (self._needs_capture and self._capture is None and self._tap is None and torch.is_grad_enabled()
-                and self._sampled_next()):
+        if self._needs_capture and self._capture is None and self._tap is not None and torch.is_grad_enabled():
             from gradviz.core.capture import ForwardCapture
             cap = ForwardCapture(self.module)
             try:
@@ -189,12 +141,6 @@ class NodeSampling:
                 self._capture.__exit__(None, None, None)
             except Exception:
                 self._capture = None
-        if self._tap is None and torch.is_grad_enabled() and self._sampled_next():
-            tap = self._tap_obj
-            if tap is None:
-                tap = self._tap_obj = _BackwardTap(self)
-            tap.arm()
-            self._tap = tap
 
     def _drop_tap(self) -> None:
         tap, self._tap = self._tap, None
@@ -204,7 +150,9 @@ class NodeSampling:
 
     def _sampled_backward(self, func, args, kwargs):
         """``Tensor.backward`` of a sampled step: hooks every node, then runs it."""
-        root = args[0] if args else kwargs.get("self")
+        root = args[0] if args else kwargs.get("tensors")
+        if isinstance(root, (tuple, list)) and len(root) == 1:
+            root = root[0]
         if not isinstance(root, torch.Tensor) or root.grad_fn is None or self._closed:
             return func(*args, **kwargs)
         fast, key, n_nodes = self._native, None, -1
