@@ -29,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace py = pybind11;
@@ -187,48 +188,119 @@ class GradNorms {
   std::vector<at::Tensor> params_;
 };
 
-// begin(root) -> (key, n): walk the root's graph, key its structure (keeps the nodes alive);
-// arm(): place the norm hooks; finish(missing) -> numpy float64 norms in walk order (drops
-// the nodes); cancel(): drop the nodes without hooking.
+// Open addressing from node address to walk index: a step's walk inserts every node once, and
+// a node-based std::unordered_map would allocate per node.
+class NodeIndex {
+ public:
+  void reset(size_t expected) {
+    size_t cap = 64;
+    while (cap < 2 * expected + 2) cap <<= 1;
+    if (slots_.size() != cap) slots_.assign(cap, Slot{});
+    else std::fill(slots_.begin(), slots_.end(), Slot{});
+    mask_ = cap - 1;
+    size_ = 0;
+  }
+  // index of `key`, or -1
+  int64_t find(const Node* key) const {
+    for (size_t i = hash(key) & mask_;; i = (i + 1) & mask_) {
+      const Slot& s = slots_[i];
+      if (s.key == key) return s.value;
+      if (s.key == nullptr) return -1;
+    }
+  }
+  void insert(const Node* key, int64_t value) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    for (size_t i = hash(key) & mask_;; i = (i + 1) & mask_) {
+      Slot& s = slots_[i];
+      if (s.key == nullptr) {
+        s.key = key;
+        s.value = value;
+        ++size_;
+        return;
+      }
+    }
+  }
+
+ private:
+  struct Slot {
+    const Node* key = nullptr;
+    int64_t value = -1;
+  };
+  static size_t hash(const Node* p) {
+    uint64_t x = reinterpret_cast<uintptr_t>(p);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    return static_cast<size_t>(x);
+  }
+  void grow() {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(old.size() * 2, Slot{});
+    mask_ = slots_.size() - 1;
+    size_ = 0;
+    for (const Slot& s : old)
+      if (s.key != nullptr) insert(s.key, s.value);
+  }
+  std::vector<Slot> slots_;
+  size_t mask_ = 0;
+  size_t size_ = 0;
+};
+
+// begin(root, arm_if_known=True) -> (key, n, armed): walk the root's graph and key its
+// structure (keeping the nodes alive); when the key is one `learn` was told about, place the
+// norm hooks at once. arm(): place them now. finish(missing) -> numpy float64 norms in walk
+// order (drops the nodes). cancel(): drop the nodes without hooking.
 class NodeNorms {
  public:
   explicit NodeNorms(const std::vector<at::Tensor>& params) {
     for (size_t i = 0; i < params.size(); ++i) param_index_[params[i].unsafeGetTensorImpl()] = static_cast<int64_t>(i);
   }
 
-  py::tuple begin(const at::Tensor& root) {
+  py::tuple begin(const at::Tensor& root, bool arm_if_known) {
     cancel();
-    NodePtr fn = root.grad_fn();
-    if (!fn) return py::make_tuple(py::none(), 0);
-    std::unordered_map<Node*, int64_t> index;
-    std::vector<NodePtr> stack{fn};
+    const NodePtr& fn = root.grad_fn();
+    if (!fn) return py::make_tuple(py::none(), 0, false);
+    index_.reset(last_size_);
+    stack_.clear();
+    edges_.clear();
+    nodes_.reserve(last_size_);
+    stack_.push_back(fn.get());
     uint64_t h = 1469598103934665603ull;
-    std::vector<std::tuple<Node*, int64_t, uint32_t>> edges;   // producer, consumer index, input_nr
-    while (!stack.empty()) {
-      NodePtr cur = std::move(stack.back());
-      stack.pop_back();
-      Node* raw = cur.get();
-      if (index.count(raw)) continue;
+    // the same order as gradviz.core.walk.walk: depth first, next_functions in order
+    while (!stack_.empty()) {
+      Node* raw = stack_.back();
+      stack_.pop_back();
+      if (index_.find(raw) >= 0) continue;
       const int64_t k = static_cast<int64_t>(nodes_.size());
-      index.emplace(raw, k);
+      index_.insert(raw, k);
       h = mix(h, node_kind(raw));
-      nodes_.push_back(std::move(cur));
+      nodes_.push_back(raw->getptr());
       const auto& next = raw->next_edges();
       for (const auto& e : next) {
-        if (e.function) edges.emplace_back(e.function.get(), k, e.input_nr);
+        if (e.function) edges_.push_back(Edge{e.function.get(), k, e.input_nr});
       }
       for (auto it = next.rbegin(); it != next.rend(); ++it) {
-        if (it->function && !index.count(it->function.get())) stack.push_back(it->function);
+        if (it->function && index_.find(it->function.get()) < 0) stack_.push_back(it->function.get());
       }
     }
     h = mix(h, nodes_.size());
-    for (const auto& [prod, cons, nr] : edges) {
-      h = mix(h, static_cast<uint64_t>(index[prod]));
-      h = mix(h, static_cast<uint64_t>(cons));
-      h = mix(h, nr);
+    for (const Edge& e : edges_) {
+      h = mix(h, static_cast<uint64_t>(index_.find(e.producer)));
+      h = mix(h, static_cast<uint64_t>(e.consumer));
+      h = mix(h, e.input_nr);
     }
-    return py::make_tuple(py::int_(h), nodes_.size());
+    last_size_ = nodes_.size();
+    bool armed = false;
+    if (arm_if_known && known_.count(h)) {
+      arm();
+      armed = true;
+    }
+    return py::make_tuple(py::int_(h), nodes_.size(), armed);
   }
+
+  // structures that begin() may arm at once
+  void learn(uint64_t key) { known_.insert(key); }
+  void forget() { known_.clear(); }
 
   void arm() {
     const size_t n = nodes_.size();
@@ -291,6 +363,12 @@ class NodeNorms {
   int64_t hooks_placed() const { return hooks_placed_; }
 
  private:
+  struct Edge {
+    const Node* producer;
+    int64_t consumer;
+    uint32_t input_nr;
+  };
+
   // What identifies a node in the structure key: its C++ type, the Python class behind a
   // custom autograd.Function, and, for a leaf, which parameter it accumulates into.
   uint64_t node_kind(Node* raw) {
@@ -305,7 +383,12 @@ class NodeNorms {
   }
 
   std::unordered_map<const c10::TensorImpl*, int64_t> param_index_;
+  std::unordered_set<uint64_t> known_;
   std::vector<NodePtr> nodes_;
+  std::vector<Node*> stack_;
+  std::vector<Edge> edges_;
+  NodeIndex index_;
+  size_t last_size_ = 16;
   std::shared_ptr<NormState> state_;
   int64_t hooks_placed_ = 0;
 };
@@ -320,7 +403,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("sq", &GradNorms::sq);
   py::class_<NodeNorms>(m, "NodeNorms")
       .def(py::init<const std::vector<at::Tensor>&>())
-      .def("begin", &NodeNorms::begin)
+      .def("begin", &NodeNorms::begin, py::arg("root"), py::arg("arm_if_known") = true)
+      .def("learn", &NodeNorms::learn)
+      .def("forget", &NodeNorms::forget)
       .def("arm", &NodeNorms::arm)
       .def("finish", &NodeNorms::finish, py::arg("missing"))
       .def("cancel", &NodeNorms::cancel)

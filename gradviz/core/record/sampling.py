@@ -158,15 +158,21 @@ class NodeSampling:
         fast, key, n_nodes = self._native, None, -1
         if fast is not None:
             try:
-                key, n_nodes = fast.begin(root)
+                key, n_nodes, armed = fast.begin(root)      # hooks placed at once for a known key
             except Exception as exc:                     # never break the user's backward
                 self.graph_error = f"native: {type(exc).__name__}: {exc}"
                 fast = self._native = None
             else:
-                entry = self._native_entries.get(key)
-                if entry is not None:
+                if armed:
                     self._capture = None
-                    return self._native_backward(fast, entry, n_nodes, func, args, kwargs)
+                    self._sampler.last_n_nodes = n_nodes
+                    try:
+                        func(*args, **kwargs)
+                    finally:
+                        values = fast.finish(NO_VALUE)   # (backward errors propagate)
+                    entry = self._native_entries[key]
+                    self._node_result = (entry[0], entry[3], values)
+                    return None
                 fast.cancel()
         nodes, edges = walk([root.grad_fn])          # one walk: structure hash and hooks
         entry = plan = None
@@ -198,18 +204,9 @@ class NodeSampling:
             if fast is not None and len(values) == n_nodes and (entry[2] or not self._needs_capture):
                 if len(self._native_entries) > 64:
                     self._native_entries.clear()
+                    fast.forget()
                 self._native_entries[key] = entry
-        return None
-
-    def _native_backward(self, fast, entry: tuple, n_nodes: int, func, args, kwargs):
-        """A sampled backward of a known structure with the native hooks (see ``_init_sampling``)."""
-        self._sampler.last_n_nodes = n_nodes
-        fast.arm()
-        try:
-            func(*args, **kwargs)
-        finally:
-            values = fast.finish(NO_VALUE)           # (backward errors propagate)
-        self._node_result = (entry[0], entry[3], values)
+                fast.learn(key)
         return None
 
     def _skip_params(self, nodes: list) -> list[bool]:
