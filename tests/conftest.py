@@ -6,6 +6,9 @@ import pytest
 
 # GUI tests run with no screen; set before any Qt import.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# The Python paths by default, and no background builds of the native accelerator; the tests
+# that take the native path ask for it (the `accel` / `native_module` fixtures).
+os.environ.setdefault("GRADVIZ_NATIVE", "0")
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
@@ -28,3 +31,23 @@ def window(qtbot, tmp_path):
     qtbot.waitExposed(win)
     yield win
     win.shutdown()
+
+
+@pytest.fixture(scope="session")
+def native_module():
+    """The native accelerator, built into the cache if needed (~20 s once per torch/Python)."""
+    from gradviz.core import native
+
+    if not native.compiler_available():
+        pytest.skip("no C++ compiler and ninja here: the native accelerator cannot be built")
+    return native.ensure()
+
+
+@pytest.fixture(params=["python", "native"])
+def accel(request):
+    """Run the test on the Python paths and again on the native accelerator."""
+    from gradviz.core import native
+
+    module = request.getfixturevalue("native_module") if request.param == "native" else None
+    with native.forced(module):
+        yield request.param

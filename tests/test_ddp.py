@@ -39,9 +39,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank: int, world: int, port: int, path: str, skip: bool, out: str) -> None:
+def _worker(rank: int, world: int, port: int, path: str, skip: bool, out: str, accel: str = "python") -> None:
     sys.path.insert(0, str(ROOT))
     os.environ["OMP_NUM_THREADS"] = "1"
+    os.environ["GRADVIZ_NATIVE"] = "auto" if accel == "native" else "0"     # (built by the test first)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
@@ -63,24 +64,29 @@ def _worker(rank: int, world: int, port: int, path: str, skip: bool, out: str) -
                 norms.append([(-1.0 if p.grad is None else p.grad.norm().item()) for p in model.parameters()])
                 w.step(loss)
                 opt.step()
+            native_hooks = -1 if w._native is None else w._native.hooks_placed
         np.save(out.format(rank=rank), np.array(norms))
+        Path(out.format(rank=rank) + ".native").write_text(str(native_hooks))
     finally:
         dist.destroy_process_group()
 
 
-def _spawn(tmp_path: Path, skip: bool) -> Path:
+def _spawn(tmp_path: Path, skip: bool, accel: str = "python") -> Path:
     path = tmp_path / "run.gvrun"
     out = str(tmp_path / "norms{rank}.npy")
-    mp.start_processes(_worker, args=(2, _free_port(), str(path), skip, out), nprocs=2, join=True,
+    mp.start_processes(_worker, args=(2, _free_port(), str(path), skip, out, accel), nprocs=2, join=True,
                        start_method="spawn")
     return path
 
 
-def test_ddp_two_ranks(tmp_path):
+def test_ddp_two_ranks(tmp_path, accel):
     from gradviz.core.record import open_ranks, rank_files
     from gradviz.core.record.analysis import rank_findings
 
-    path = _spawn(tmp_path, skip=False)
+    path = _spawn(tmp_path, skip=False, accel=accel)
+    for r in (0, 1):                 # steps 2 and 4 repeat step 0's structure: native hooks then
+        hooks = int((tmp_path / f"norms{r}.npy.native").read_text())
+        assert hooks == (2 if accel == "native" else -1)
     files = rank_files(path)
     assert [f.name for f in files] == ["run.rank0.gvrun", "run.rank1.gvrun"]
     readers = open_ranks(path)

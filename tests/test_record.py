@@ -44,7 +44,7 @@ def _data(step):
 
 
 @pytest.mark.parametrize("order", ["step_first", "optimizer_first"])
-def test_round_trip_every_field(tmp_path, order):
+def test_round_trip_every_field(tmp_path, order, accel):
     torch.manual_seed(0)
     model = Net()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -71,6 +71,7 @@ def test_round_trip_every_field(tmp_path, order):
                       for n, p in model.named_parameters()]
             sched.step()
             seen.append((loss.item(), grads, lr, ratios))
+        assert (w.stats._native_sq is not None) == (accel == "native")
     with open_run(path) as r:
         assert r.param_names == names
         assert r.meta["status"] == "closed" and r.meta["world_size"] == 1 and r.meta["rank"] == 0
@@ -91,7 +92,7 @@ def test_round_trip_every_field(tmp_path, order):
         assert s["node_sampled"].all()
 
 
-def test_node_norms_match_trace(tmp_path):
+def test_node_norms_match_trace(tmp_path, accel):
     import gradviz.core.trace as gtrace
 
     torch.manual_seed(0)
@@ -109,6 +110,8 @@ def test_node_norms_match_trace(tmp_path):
             loss.backward()
             w.step(loss)
             opt.step()
+        if accel == "native":                    # step 0 learns the structure, 3 and 6 take it natively
+            assert w._native.hooks_placed == 2
     with open_run(tmp_path / "n.gvrun") as r:
         assert r.node_steps() == [0, 3, 6]
         assert len(r.graph_ids()) == 1
@@ -138,7 +141,7 @@ def test_node_norms_match_trace(tmp_path):
             assert "shape" in g.edges[u, v]
 
 
-def test_structure_change_records_new_graph(tmp_path):
+def test_structure_change_records_new_graph(tmp_path, accel):
     model = Net()
     with watch(model, tmp_path / "s.gvrun", every=1) as w:
         for step in range(4):
@@ -147,6 +150,10 @@ def test_structure_change_records_new_graph(tmp_path):
             loss = nn.functional.cross_entropy(model(x, extra=step >= 2), y)
             loss.backward()
             w.step(loss)
+        if accel == "native":
+            # step 1 repeats step 0's structure (native); step 3 still captures the new
+            # structure's module paths (the Python path does that), after which it is learned
+            assert w._native.hooks_placed == 1 and len(w._native_entries) == 2
     with open_run(tmp_path / "s.gvrun") as r:
         ids = r.graph_ids()
         assert [s for _, s, _ in ids] == [0, 2]
@@ -175,7 +182,7 @@ class _Keep(torch.autograd.Function):
         return g
 
 
-def test_no_graph_kept_alive(tmp_path):
+def test_no_graph_kept_alive(tmp_path, accel):
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     _Keep.alive.clear()

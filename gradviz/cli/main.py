@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "gradcheck": "gradviz.cli.gradcheck_cmd",
     "train": "gradviz.cli.train_cmd",
     "runs": "gradviz.cli.runs_cmd",
+    "native": "gradviz.cli.native_cmd",
 }
 
 

@@ -19,6 +19,7 @@ platform, so an upgrade of any of them builds a fresh copy. Loading a built copy
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -31,7 +32,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["get", "build", "available", "status", "cache_dir", "SOURCE"]
+__all__ = ["get", "build", "ensure", "forced", "available", "status", "cache_dir", "compiler_available", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("gradviz_native.cpp")
 _STALE_LOCK_S = 600.0
@@ -104,6 +105,32 @@ def build(verbose: bool = False) -> ModuleType:
     return module
 
 
+def ensure() -> ModuleType:
+    """The module, built now if it is not in the cache (whatever ``GRADVIZ_NATIVE`` says)."""
+    if _state.get("module") is not None:
+        return _state["module"]  # type: ignore[return-value]
+    path = _built_file()
+    module = _import(path) if path is not None else build()
+    _state["module"] = module
+    return module
+
+
+@contextlib.contextmanager
+def forced(module: ModuleType | None):
+    """Inside the block ``get()`` returns ``module`` (None: the Python paths). For tests and
+    benchmarks that compare the two paths in one process."""
+    missing = object()
+    saved = _state.get("module", missing)
+    _state["module"] = module
+    try:
+        yield module
+    finally:
+        if saved is missing:
+            _state.pop("module", None)
+        else:
+            _state["module"] = saved
+
+
 def _mode() -> str:
     return (os.environ.get("GRADVIZ_NATIVE") or "auto").strip().lower()
 
@@ -164,7 +191,9 @@ def _background_build() -> None:
         except FileExistsError:
             return                              # another process is building it
         os.close(fd)
-        env = dict(os.environ, GRADVIZ_NATIVE="0")
+        package_root = str(Path(__file__).resolve().parents[3])     # importable however we were
+        env = dict(os.environ, GRADVIZ_NATIVE="0",
+                   PYTHONPATH=os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")])))
         cmd = [sys.executable, "-m", "gradviz.core.native", "--build", "--lock", str(lock)]
         if hasattr(os, "nice"):
             cmd = ["nice", "-n", "19"] + cmd if shutil.which("nice") else cmd

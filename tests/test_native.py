@@ -1,0 +1,266 @@
+"""The native accelerator (gradviz.core.native) gives the numbers of the Python paths and of torch."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from gradviz.core import native
+from gradviz.core.nodenorms import NodeNormSampler
+from gradviz.core.script import load_script
+from gradviz.core.stepstats import StepStats
+from gradviz.core.walk import walk
+from conftest import SAMPLES
+
+MISSING = -1.0
+
+
+def _python_norms(loss: torch.Tensor, params: list[torch.Tensor]) -> np.ndarray:
+    """Every node's norm by the Python path (a prehook on every node but the parameters)."""
+    nodes, _ = walk([loss.grad_fn])
+    ids = {id(p) for p in params}
+    skip = [hasattr(fn, "variable") and id(fn.variable) in ids for fn in nodes]
+    sampler = NodeNormSampler(named_parameters=[(str(i), p) for i, p in enumerate(params)])
+    return sampler.hooked_backward(nodes, loss.backward, skip, missing=MISSING)
+
+
+def _native_norms(nm, loss: torch.Tensor, backward=None) -> np.ndarray:
+    key, n, armed = nm.begin(loss, False)
+    assert not armed and n == len(walk([loss.grad_fn])[0])
+    nm.arm()
+    (backward or loss.backward)()
+    return nm.finish(MISSING)
+
+
+def _sample(name: str):
+    script = load_script(SAMPLES / name)
+    torch.manual_seed(0)
+    model = script.new_model()
+    inputs, targets = script.get_batch(0)
+
+    def loss():
+        return script.module.loss_fn(model(*inputs), targets)
+
+    return model, loss
+
+
+@pytest.mark.parametrize("sample", ["mlp_digits.py", "cnn.py", "transformer.py"])
+def test_node_norms_equal_the_python_path_on_the_samples(native_module, sample):
+    model, make_loss = _sample(sample)
+    params = list(model.parameters())
+    loss = make_loss()
+    assert native_module.walk_kinds(loss) == [fn.name() for fn in walk([loss.grad_fn])[0]]
+    got = _native_norms(native_module.NodeNorms(params), loss)
+    model.zero_grad(set_to_none=True)
+    expect = _python_norms(make_loss(), params)
+    assert got.shape == expect.shape
+    np.testing.assert_array_equal(got == MISSING, expect == MISSING)
+    np.testing.assert_allclose(got, expect, rtol=2e-5, atol=1e-9)
+
+
+def test_node_norms_equal_torch(native_module):
+    """Against autograd itself: a node's value is the norm of the gradient of the tensor it made."""
+    torch.manual_seed(0)
+    lin1, lin2 = nn.Linear(5, 7), nn.Linear(7, 3)
+    x = torch.randn(4, 5, requires_grad=True)
+    h = lin1(x)
+    a = torch.sigmoid(h).t()                       # a transposed (strided) gradient flows into t()
+    first, second = a.split([3, 4])                # a node with two outputs
+    z = lin2(torch.cat([second, first]).t())
+    loss = (z ** 2).mean()
+    for t in (h, a, first, second, z):
+        t.retain_grad()
+    params = [*lin1.parameters(), *lin2.parameters()]
+    nodes, _ = walk([loss.grad_fn])
+    nm = native_module.NodeNorms(params)
+    got = _native_norms(nm, loss, lambda: loss.backward())
+    at = {fn: k for k, fn in enumerate(nodes)}
+    for t in (h, a, z):
+        assert got[at[t.grad_fn]] == pytest.approx(t.grad.norm().item(), rel=1e-5)
+    split_norm = torch.sqrt(first.grad.norm() ** 2 + second.grad.norm() ** 2).item()
+    assert got[at[first.grad_fn]] == pytest.approx(split_norm, rel=1e-5)
+    assert got[at[loss.grad_fn]] == pytest.approx(1.0)
+    leaf = at[x.grad_fn] if x.grad_fn is not None else None
+    assert leaf is None                            # an input leaf has no grad_fn of its own...
+    acc = [k for k, fn in enumerate(nodes) if hasattr(fn, "variable") and fn.variable is x]
+    assert got[acc[0]] == pytest.approx(x.grad.norm().item(), rel=1e-5)   # ...its AccumulateGrad is measured
+    params_at = [k for k, fn in enumerate(nodes) if hasattr(fn, "variable") and fn.variable is not x]
+    assert all(got[k] == MISSING for k in params_at)                        # parameters: from p.grad
+
+
+def test_bf16_gradients_take_the_device_path(native_module):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 2)).to(torch.bfloat16)
+    x = torch.randn(5, 6, dtype=torch.bfloat16)
+    params = list(model.parameters())
+    got = _native_norms(native_module.NodeNorms(params), model(x).float().pow(2).sum())
+    model.zero_grad(set_to_none=True)
+    expect = _python_norms(model(x).float().pow(2).sum(), params)
+    np.testing.assert_allclose(got, expect, rtol=1e-3)
+
+
+def test_custom_function_and_nodes_that_never_ran(native_module):
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    class Stop(torch.autograd.Function):             # its input gets no gradient
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return None
+
+    w = nn.Parameter(torch.randn(3))
+    x = torch.randn(3, requires_grad=True)
+    loss = (Double.apply(w * x) + Stop.apply(torch.exp(x))).sum()
+    nodes, _ = walk([loss.grad_fn])
+    got = _native_norms(native_module.NodeNorms([w]), loss)
+    names = [fn.name() for fn in nodes]
+    assert "DoubleBackward" in names and "StopBackward" in names
+    assert got[names.index("DoubleBackward")] == pytest.approx(3 ** 0.5)
+    assert got[names.index("ExpBackward0")] == MISSING          # Stop returned None: it never ran
+
+
+def test_structure_key(native_module):
+    model, make_loss = _sample("mlp_digits.py")
+    params = list(model.parameters())
+    nm = native_module.NodeNorms(params)
+    key1 = nm.begin(make_loss(), False)[0]
+    nm.cancel()
+    assert nm.begin(make_loss(), False)[0] == key1            # same structure, new graph
+    nm.cancel()
+    script = load_script(SAMPLES / "mlp_digits.py")
+    (images,), targets = script.get_batch(1)
+    small = nm.begin(script.module.loss_fn(model(images[:7]), targets[:7]), False)[0]
+    assert small == key1                                       # shapes are not structure
+    other = nm.begin(script.module.loss_fn(model(images) * 2, targets), False)[0]
+    nm.cancel()
+    assert other != key1
+    # the same graph over other parameters (a copy of the model) is another structure
+    twin = native_module.NodeNorms(list(load_script(SAMPLES / "mlp_digits.py").new_model().parameters()))
+    assert twin.begin(make_loss(), False)[0] != key1
+    twin.cancel()
+    # learned keys are armed by begin()
+    nm.learn(key1)
+    loss = make_loss()
+    key, n, armed = nm.begin(loss)
+    assert key == key1 and armed
+    loss.backward()
+    assert (nm.finish(MISSING) > 0).sum() >= 8
+
+
+def test_hooks_go_inert_and_errors_propagate(native_module):
+    torch.manual_seed(0)
+    lin = nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    loss = torch.tanh(lin(x)).sum()
+    nm = native_module.NodeNorms(list(lin.parameters()))
+    first = _native_norms(nm, loss, lambda: loss.backward(retain_graph=True))
+    loss.backward(retain_graph=True)                # the first hooks are still on the nodes, inert
+    second = _native_norms(nm, loss, lambda: loss.backward())
+    np.testing.assert_allclose(first, second, rtol=1e-6)
+
+    class Boom(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            raise RuntimeError("boom in backward")
+
+    bad = Boom.apply(lin(x)).sum()
+    nm.begin(bad, False)
+    nm.arm()
+    with pytest.raises(RuntimeError, match="boom"):
+        bad.backward()
+    values = nm.finish(MISSING)
+    assert values[0] == pytest.approx(1.0)          # the root ran before the error
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_grad_norms_equal_torch(native_module, dtype):
+    torch.manual_seed(0)
+    params = [nn.Parameter(torch.randn(50, 40, dtype=dtype)), nn.Parameter(torch.randn(7, dtype=dtype)),
+              nn.Parameter(torch.randn(3, 5, dtype=dtype))]
+    params[0].grad = torch.randn(50, 40, dtype=dtype) * 1e3
+    params[1].grad = torch.randn(7, dtype=dtype)
+    params[2].grad = torch.randn(5, 3, dtype=dtype).t()             # a transposed gradient
+    sq = native_module.GradNorms(params).sq()
+    expect = [p.grad.double().pow(2).sum().item() for p in params]
+    np.testing.assert_allclose(sq, expect, rtol=1e-6)
+    params[1].grad = None
+    assert native_module.GradNorms(params).sq() is None              # the caller's general path
+    params[1].grad = torch.randn(7, dtype=dtype)[::2].repeat(2)[:7]  # a fresh dense copy is fine
+    assert native_module.GradNorms(params).sq() is not None
+
+
+def test_a_large_float32_gradient_keeps_its_precision(native_module):
+    p = nn.Parameter(torch.zeros(3_000_000))
+    p.grad = torch.full((3_000_000,), 0.1) + torch.randn(3_000_000) * 1e-3
+    (sq,) = native_module.GradNorms([p]).sq()
+    assert sq == pytest.approx(p.grad.double().pow(2).sum().item(), rel=1e-6)
+
+
+def test_step_stats_rows_equal_the_python_path(native_module):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    x, y = torch.randn(10, 6), torch.randint(3, (10,))
+    nn.functional.cross_entropy(model(x), y).backward()
+    rows = []
+    for module in (None, native_module):
+        with native.forced(module):
+            stats = StepStats(model.named_parameters(), track_updates=False)
+        assert (stats._native_sq is not None) == (module is not None)
+        stats.read_grads()
+        rows.append(stats.finish(1.0, lr=0.1))
+    np.testing.assert_allclose(rows[0]["param_norms"], rows[1]["param_norms"], rtol=1e-6)
+    assert rows[0]["grad_norm"] == pytest.approx(rows[1]["grad_norm"], rel=1e-6)
+    expect = [p.grad.norm().item() for p in model.parameters()]
+    np.testing.assert_allclose(rows[1]["param_norms"], expect, rtol=1e-5)
+
+
+def test_loader_modes_and_background_build(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRADVIZ_CACHE", str(tmp_path))          # an empty cache: nothing built
+    spawned = []
+    monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: spawned.append(cmd))
+    monkeypatch.setattr(native, "compiler_available", lambda: True)
+    with native.forced(None):
+        pass
+    saved = dict(native._state)
+    try:
+        native._state.clear()
+        monkeypatch.setenv("GRADVIZ_NATIVE", "0")
+        assert native.get() is None and not spawned                 # off: no build
+        monkeypatch.setenv("GRADVIZ_NATIVE", "auto")
+        assert native.get() is None                                  # auto: a background build...
+        assert len(spawned) == 1 and "--build" in spawned[0]
+        lock = native.cache_dir() / "building.lock"
+        assert lock.exists()
+        native._state.clear()
+        assert native.get() is None and len(spawned) == 1            # ...at most one at a time
+        assert native.status()["built"] is False
+    finally:
+        native._state.clear()
+        native._state.update(saved)
+
+
+def test_cli_native_status():
+    out = subprocess.run([sys.executable, "-m", "gradviz", "native", "status", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert {"mode", "built", "loaded", "path", "compiler"} <= info.keys()
