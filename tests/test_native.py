@@ -253,6 +253,9 @@ def test_loader_modes_and_background_build(tmp_path, monkeypatch):
         native._state.clear()
         assert native.get() is None and len(spawned) == 1            # ...at most one at a time
         assert native.status()["built"] is False
+        # a module whose build has not finished (no "ready" mark) is never loaded
+        (native.cache_dir() / f"{native._name()}.so").write_bytes(b"half a linker's output")
+        assert native.status()["built"] is False and native.get() is None
     finally:
         native._state.clear()
         native._state.update(saved)

@@ -437,7 +437,7 @@ def _rss_mb() -> float:
     pytest.param(100_000, marks=pytest.mark.skipif(not os.environ.get("GRADVIZ_SLOW"),
                                                    reason="slow: set GRADVIZ_SLOW=1")),
 ])
-def test_long_loop_does_not_grow_rss(tmp_path, steps, monkeypatch):
+def test_long_loop_does_not_grow_rss(tmp_path, steps, accel):
     threads = torch.get_num_threads()
     torch.set_num_threads(1)                 # a tiny model: thread hand-offs would dominate the time
     try:

@@ -57,8 +57,9 @@ def _name() -> str:
 
 
 def _built_file() -> Path | None:
+    """The built module, once its build finished (a build in progress has no ``ready`` mark)."""
     folder = cache_dir()
-    if not folder.is_dir():
+    if not (folder / "ready").is_file():
         return None
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         f = folder / f"{_name()}{suffix}"
@@ -100,6 +101,7 @@ def build(verbose: bool = False) -> ModuleType:
     t0 = time.perf_counter()
     module = cpp_extension.load(name=_name(), sources=[str(SOURCE)], build_directory=str(folder),
                                 extra_cflags=["-O3"], verbose=verbose)
+    (folder / "ready").write_text(f"{time.time()}\n")     # only now may other processes load it
     _state["module"] = module
     _state["build_seconds"] = time.perf_counter() - t0
     return module
