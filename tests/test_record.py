@@ -485,3 +485,30 @@ def test_a_bias_without_gradient_by_design_is_not_vanishing(tmp_path):
     with open_run(tmp_path / "b.gvrun") as r:
         codes = {f.code for f in run_findings(r)}
     assert "run-vanishing" not in codes
+
+
+def test_two_watches_each_record_their_own_graph(tmp_path, accel):
+    """Both taps are armed before either backward: each must take its own model's backward."""
+    torch.manual_seed(0)
+    a, b = Net(), nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3))
+    with watch(a, tmp_path / "a.gvrun", every=1) as wa, watch(b, tmp_path / "b.gvrun", every=1) as wb:
+        for step in range(3):
+            x, y = _data(step)
+            a.zero_grad()
+            b.zero_grad()
+            loss_a = nn.functional.cross_entropy(a(x), y)
+            loss_b = nn.functional.cross_entropy(b(x), y)
+            loss_a.backward()                    # wb's tap is the outer one: it must let this through
+            loss_b.backward()
+            wa.step(loss_a)
+            wb.step(loss_b)
+    for path, model in ((tmp_path / "a.gvrun", a), (tmp_path / "b.gvrun", b)):
+        with open_run(path) as r:
+            assert r.node_steps() == [0, 1, 2]
+            g = r.graph_at(0)
+            params = {n for n in g.nodes if n.startswith("param:")}
+            assert params == {f"param:{n}" for n, _ in model.named_parameters()}
+            reached = {n for n in params if g.nodes[n]["reachable"] is not False}
+            assert reached, path
+            _, norms = r.node_norms(2)
+            assert norms["loss"] == pytest.approx(1.0)

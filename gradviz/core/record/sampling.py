@@ -175,6 +175,16 @@ class NodeSampling:
                     return None
                 fast.cancel()
         nodes, edges = walk([root.grad_fn])          # one walk: structure hash and hooks
+        params_in = self._skip_params(nodes)
+        if self.param_names and not any(params_in):
+            # none of this model's parameters in the graph: another model's backward (a second
+            # watch, an auxiliary net). Let it through and wait for ours.
+            del nodes, edges
+            try:
+                return func(*args, **kwargs)
+            finally:
+                if self._tap is not None and not self._closed:
+                    self._tap.arm()
         entry = plan = None
         try:
             entry, digest = self._structure(root, nodes, edges)
@@ -182,11 +192,11 @@ class NodeSampling:
             if plan is None:
                 if len(self._plans) > 64:
                     self._plans.clear()
-                plan = self._plans[digest] = hook_plan(nodes, edges, self._skip_params(nodes))
+                plan = self._plans[digest] = hook_plan(nodes, edges, params_in)
         except Exception as exc:                         # never break the user's backward
             self.graph_error = f"{type(exc).__name__}: {exc}"
         self._capture = None
-        skip = None if plan is not None else self._skip_params(nodes)
+        skip = None if plan is not None else params_in
         del edges
 
         def backward():
