@@ -512,3 +512,38 @@ def test_two_watches_each_record_their_own_graph(tmp_path, accel):
             assert reached, path
             _, norms = r.node_norms(2)
             assert norms["loss"] == pytest.approx(1.0)
+
+
+def test_many_rows_round_trip(tmp_path, accel):
+    """Rows are inserted 50 per statement: 137 steps cover whole statements and a remainder,
+    committed in several batches."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    seen = []
+    with watch(model, tmp_path / "many.gvrun", every=0, optimizer=opt, commit_every=60) as w:
+        for step in range(137):
+            x, y = _data(step)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            if step == 70:
+                loss = loss * float("nan")               # a NaN loss and NaN gradients are kept as NaN
+            loss.backward()
+            seen.append((loss.item(), [p.grad.norm().item() for p in model.parameters() if p.grad is not None],
+                         opt.param_groups[0]["lr"]))
+            w.step(loss)
+            opt.step()
+            if step == 70:
+                with torch.no_grad():
+                    for p in model.parameters():
+                        p.nan_to_num_(0.0)
+    with open_run(tmp_path / "many.gvrun") as r:
+        s = r.steps()
+        assert s["step"].tolist() == list(range(137))
+        for i, (loss, grads, lr) in enumerate(seen):
+            if i == 70:
+                assert math.isnan(s["loss"][i]) and np.isnan(s["grad_norms"][i][:4]).all()
+                continue
+            assert s["loss"][i] == pytest.approx(loss, rel=1e-6)
+            np.testing.assert_allclose(s["grad_norms"][i][:4], grads, rtol=1e-5)
+            assert s["lr"][i] == pytest.approx(lr)

@@ -30,8 +30,8 @@ class _BackwardTap:
     """Hands this thread's next backward call to ``watch``.
 
     ``torch.autograd.backward`` (what ``Tensor.backward`` calls, and what some loops call
-    directly) is swapped for a pass-through wrapper between the end of a sampled step's forward
-    and the backward (or the next ``w.step``), then put back. The same reach as a
+    directly) is swapped for a pass-through wrapper from the ``w.step`` before a sampled step
+    until that step's backward (or the next ``w.step``), then put back. The same reach as a
     ``TorchFunctionMode`` waiting for ``Tensor.backward``, at a fraction of the cost: a mode
     routes every op of the loss through Python too. A module attribute, not ``Tensor``'s: a
     class attribute write would reset every cached method lookup on tensors. Other threads'
