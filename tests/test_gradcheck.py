@@ -156,3 +156,13 @@ def test_cli_gradcheck():
     assert {"name", "checked", "max_abs", "max_rel", "passed"} <= set(doc["params"][0])
     assert _cli(["gradcheck", str(BUGS / "syntax_error.py")])[0] == 2
     assert _cli(["gradcheck", str(BUGS / "vector_loss.py")])[0] == 2
+
+
+def test_sparse_embedding_gradients_are_checked():
+    from gradviz.core.diagnosis import check
+
+    script = load_script(ROOT / "tests" / "scripts" / "sparse_embedding.py")
+    report = gradcheck_script(script, samples=8)
+    assert report.ok and [p.name for p in report.params] == ["emb.weight", "lin.weight", "lin.bias"]
+    findings = check(ROOT / "tests" / "scripts" / "sparse_embedding.py", steps=3)
+    assert not [f for f in findings if f.severity == "error"], findings

@@ -547,3 +547,35 @@ def test_many_rows_round_trip(tmp_path, accel):
             assert s["loss"][i] == pytest.approx(loss, rel=1e-6)
             np.testing.assert_allclose(s["grad_norms"][i][:4], grads, rtol=1e-5)
             assert s["lr"][i] == pytest.approx(lr)
+
+
+class _SparseNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(20, 4, sparse=True)       # its gradient is a sparse COO tensor
+        self.lin = nn.Linear(4, 1)
+
+    def forward(self, idx):
+        return self.lin(self.emb(idx)).sum()
+
+
+def test_sparse_gradients_are_recorded(tmp_path, accel):
+    torch.manual_seed(0)
+    model = _SparseNet()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen = []
+    with watch(model, tmp_path / "sparse.gvrun", every=1, optimizer=opt) as w:
+        for step in range(3):
+            opt.zero_grad()
+            loss = model(torch.tensor([1, 2, 2, 7]))          # a repeated index: duplicates to sum
+            loss.backward()
+            assert model.emb.weight.grad.is_sparse
+            seen.append([p.grad.to_dense().norm().item() for p in model.parameters()])
+            w.step(loss)
+            opt.step()
+    with open_run(tmp_path / "sparse.gvrun") as r:
+        np.testing.assert_allclose(r.steps()["grad_norms"], seen, rtol=1e-6)
+        assert r.node_steps() == [0, 1, 2]
+        _, norms = r.node_norms(2)
+        assert norms["param:emb.weight"] == pytest.approx(seen[2][0], rel=1e-6)
+        assert norms["loss"] == pytest.approx(1.0)

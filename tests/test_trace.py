@@ -292,3 +292,20 @@ def test_module_norms_from_live_values_equal_a_fresh_module_table():
     assert index.total(doubled) == pytest.approx(2 * math.sqrt(sum(v * v for v in traced)), rel=1e-9)
     nan = dict(doubled, **{"param:0.weight": float("nan")})
     assert math.isnan(index.compute(nan)[0]["0"]) and math.isnan(index.total(nan))
+
+
+def test_sparse_gradient_stats_are_those_of_the_dense_gradient():
+    from torch import nn
+
+    import gradviz.core.trace as gtrace
+
+    torch.manual_seed(0)
+    emb, lin = nn.Embedding(20, 4, sparse=True), nn.Linear(4, 1)
+    model = nn.Sequential(emb, lin)
+    idx = torch.tensor([1, 2, 2, 7])
+    g = gtrace.trace(model(idx).sum(), model)
+    model(idx).sum().backward()
+    dense = emb.weight.grad.to_dense()
+    node = g.nodes["param:0.weight"]
+    assert node["grad_norm"] == pytest.approx(dense.norm().item(), rel=1e-6)
+    assert node["grad_zero_frac"] == pytest.approx((dense == 0).float().mean().item())

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gradviz.core.stats import tensor_stats
+from gradviz.core.stats import norm_values, tensor_stats
 from gradviz.core.walk import node_ids_for, root_ids, walk  # noqa: F401  (re-exported)
 
 __all__ = ["NodeNormSampler", "HookPlan", "hook_plan", "node_ids_for", "root_ids", "prepare_inputs"]
@@ -151,6 +151,7 @@ def hook_plan(nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, int]], skip:
 
 def _device_norm(g: torch.Tensor) -> torch.Tensor:
     """A 0-d float32 norm computed where the gradient lives (no host sync)."""
+    g = norm_values(g)
     with torch.no_grad():
         if g.dtype is torch.float32:
             return torch.linalg.vector_norm(g)
@@ -336,7 +337,7 @@ class NodeNormSampler:
                     result[f"param:{name}"] = None
             if present:
                 with torch.no_grad():
-                    norms = torch._foreach_norm([g for _, g in present])
+                    norms = torch._foreach_norm([norm_values(g) for _, g in present])
                     host = torch.stack([t.to(norms[0].device, torch.float32) for t in norms]).cpu().tolist()
                 result.update(zip([nid for nid, _ in present], host))
         for rid in root_ids(len(roots)):

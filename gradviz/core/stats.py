@@ -15,6 +15,17 @@ STAT_KEYS = ("norm", "mean", "std", "min", "max", "zero_frac", "nan", "inf", "nu
 HIST_BINS = 32
 
 
+def norm_values(t: torch.Tensor) -> torch.Tensor:
+    """A strided tensor with the L2 norm of ``t``: ``t`` itself, a sparse COO tensor's
+    coalesced values (an embedding's sparse gradient: duplicates summed, no densifying), or
+    another layout densified."""
+    if t.layout == torch.strided:
+        return t
+    if t.layout == torch.sparse_coo:
+        return t.coalesce().values()
+    return t.to_dense()
+
+
 def _finite_or(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -28,7 +39,9 @@ def tensor_stats(tensors: Iterable[torch.Tensor | None], bins: int = HIST_BINS) 
     float64 without copying the tensor; the common all-finite case costs five
     reductions and one host copy.
     """
-    parts = [t.detach().reshape(-1) for t in tensors if t is not None]
+    # a sparse gradient counts as the dense tensor it stands for (zeros included in the stats)
+    parts = [(t if t.layout == torch.strided else t.to_dense()).detach().reshape(-1)
+             for t in tensors if t is not None]
     if not parts:
         return None
     g = parts[0] if len(parts) == 1 else torch.cat([p.to(parts[0].dtype) for p in parts])

@@ -13,13 +13,17 @@ import numpy as np
 import torch
 from torch.nn.utils import clip_grads_with_norm_
 
+from gradviz.core.stats import norm_values
+
 __all__ = ["NumpyPath"]
 
 _NAN = float("nan")
 
 
 def _flat(t: torch.Tensor) -> np.ndarray:
-    """A 1-d numpy view of a CPU tensor (a copy only when it is not contiguous)."""
+    """A 1-d numpy view of a CPU tensor (a copy only when it is not contiguous), or of the
+    values of a sparse one (same norm)."""
+    t = norm_values(t)
     try:
         return t.numpy().reshape(-1)
     except RuntimeError:                  # requires grad, conj/neg bit...

@@ -14,6 +14,8 @@ import numpy as np
 import torch
 from torch.nn.utils import clip_grads_with_norm_
 
+from gradviz.core.stats import norm_values
+
 __all__ = ["TorchPath"]
 
 _NAN = float("nan")
@@ -24,6 +26,8 @@ class TorchPath:
 
     def _grads_ready_torch(self, grads: list[torch.Tensor], max_norm: float | None) -> torch.Tensor | None:
         params = self.params
+        if any(g.layout != torch.strided for g in grads):      # sparse gradients: their values' norms
+            grads = [norm_values(g) for g in grads]
         norms = torch._foreach_norm(grads + params) if (grads or params) else []
         self._pending = list(norms)
         total = None

@@ -401,7 +401,9 @@ def gradcheck_script(source: Any, *, params: Sequence[str] | None = None, sample
                             f"and looser tolerances (atol={atol:g}, rtol={rtol:g})")
     tensors = [named[n] for n in names]
     grads = torch.autograd.grad(loss, tensors, allow_unused=True) if tensors else ()
-    grads = [torch.zeros_like(t) if g is None else g for t, g in zip(tensors, grads)]
+    # element-wise comparison: a sparse gradient (an embedding's) as the dense tensor it stands for
+    grads = [torch.zeros_like(t) if g is None else (g if g.layout == torch.strided else g.to_dense())
+             for t, g in zip(tensors, grads)]
     if budget_s is not None and names:
         per_param = budget_s / (2.2 * t_forward * len(names))
         samples = int(max(2, min(samples or 64, per_param)))

@@ -20,6 +20,7 @@ import torch
 
 from gradviz.core.diagnosis.findings import Finding, fmt_num
 from gradviz.core.diagnosis.probe import Probe
+from gradviz.core.stats import norm_values
 
 EXPLODE_NORM = 1e4
 GROWTH = 1e3
@@ -39,7 +40,7 @@ def layer_norms(probe: Probe) -> list[dict]:
         entry = layers.setdefault(owner, {"layer": owner, "params": [], "sq": 0.0, "matrix": False,
                                           "order": math.inf})
         entry["params"].append(name)
-        n = float(torch.linalg.vector_norm(g.detach().double()))
+        n = float(torch.linalg.vector_norm(norm_values(g.detach()).double()))
         entry["sq"] += n * n
         entry["matrix"] |= p.dim() >= 2
         uses = cap.param_uses.get(name) if cap is not None else None
@@ -121,6 +122,6 @@ def global_norm(params) -> float:
     sq = 0.0
     for p in params:
         if p.grad is not None:
-            n = float(torch.linalg.vector_norm(p.grad.detach().double()))
+            n = float(torch.linalg.vector_norm(norm_values(p.grad.detach()).double()))
             sq += n * n
     return math.sqrt(sq)

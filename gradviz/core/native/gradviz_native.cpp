@@ -105,6 +105,16 @@ struct NormPreHook : public torch::autograd::FunctionPreHook {
   variable_list operator()(const variable_list& grads) override {
     NormState& st = *state_;
     if (!st.live.load(std::memory_order_relaxed)) return grads;
+    try {
+      measure(st, grads);
+    } catch (const std::exception&) {
+      st.ran[k_] = 0;          // a gradient we cannot reduce: no value, and never the user's error
+    }
+    return grads;
+  }
+
+ private:
+  void measure(NormState& st, const variable_list& grads) {
     double total = 0.0;
     bool any = false;
     bool on_device = false;
@@ -126,23 +136,24 @@ struct NormPreHook : public torch::autograd::FunctionPreHook {
         if (!g.defined()) continue;
         double s = 0.0;
         if (host_sq(g, &s)) continue;
-        at::Tensor nrm = at::linalg_vector_norm(g, 2, c10::nullopt, false, at::kFloat);
+        // a sparse gradient (an embedding's): the norm of its coalesced values
+        const at::Tensor v = g.layout() == at::kSparse ? g.coalesce()._values()
+                             : (g.layout() == at::kStrided ? g : g.to_dense());
+        at::Tensor nrm = at::linalg_vector_norm(v, 2, c10::nullopt, false, at::kFloat);
         parts.push_back(nrm * nrm);
       }
       at::Tensor sq = parts.size() == 1 ? parts[0] : at::stack(parts).sum();
       if (any) sq = sq + total;
       st.dev[k_] = sq;
       st.ran[k_] = 2;
-      return grads;
+      return;
     }
     if (any) {
       st.sq[k_] = total;
       st.ran[k_] = 1;
     }
-    return grads;
   }
 
- private:
   std::shared_ptr<NormState> state_;
   size_t k_;
 };
