@@ -267,3 +267,25 @@ def test_cli_native_status():
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     assert {"mode", "built", "loaded", "path", "compiler"} <= info.keys()
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph")
+def test_create_graph_backward(native_module):
+    """A backward that builds a graph of its own (a gradient penalty): the hooks read the
+    gradients and hand them on untouched."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 1))
+    x = torch.randn(3, 4)
+    params = list(model.parameters())
+    loss = model(x).pow(2).sum()
+    got = _native_norms(native_module.NodeNorms(params), loss, lambda: loss.backward(create_graph=True))
+    penalty = sum(p.grad.pow(2).sum() for p in params)
+    assert penalty.requires_grad                    # second-order graph intact
+    first = [p.grad.detach().clone() for p in params]
+    model.zero_grad(set_to_none=True)
+    loss2 = model(x).pow(2).sum()
+    expect = _python_norms(loss2, params)
+    np.testing.assert_allclose(got, expect, rtol=1e-5)
+    for p, g in zip(params, first):
+        torch.testing.assert_close(p.grad, g)
+        p.grad = None                                # (breaks the parameter <-> gradient cycle)
