@@ -163,3 +163,16 @@ def test_auto_range_is_robust():
     assert lo < 0.5 < hi
     out = colors_for([1e-3, 1e-1, None])
     assert out.shape == (3, 3) and tuple(out[2]) == NO_GRAD_RGB
+
+
+def test_auto_range_leaves_a_cluster_of_structural_zeros_at_the_dark_end():
+    bulk = [10.0 ** (-4 + k / 25) for k in range(100)]            # 1e-4 .. 1: the healthy graph
+    tiny = [3e-10 * (1 + k / 10) for k in range(12)]              # key biases: zero up to rounding
+    lo, hi = auto_range(bulk + tiny)
+    assert 1e-4 <= lo < 2e-4 and 0.8 < hi <= 1.0
+    scale = LogColorScale(lo, hi)
+    assert tuple(scale.color(tiny[0])) == tuple(CMAP[0])           # clamped: the darkest colour
+    # a spread without a gap keeps its low end, and a gap above the median is not a cluster
+    assert auto_range(bulk + [1e-5, 3e-6, 1e-6])[0] < 1e-4
+    lo2, _ = auto_range([1e-3] * 30 + [1.0] * 10)
+    assert lo2 <= 1e-3

@@ -74,16 +74,27 @@ def _as_array(norms: Iterable[float | None] | np.ndarray) -> tuple[np.ndarray, n
     return arr, missing
 
 
+GAP_DECADES = 2.0             # a gap this wide below the median splits off a cluster of tiny norms
+
+
 def auto_range(norms: Iterable[float | None] | np.ndarray) -> tuple[float, float]:
     """A robust (lo, hi): the 1st-99th percentile of finite positive norms, at least a decade wide.
 
     Outliers (one exploding layer) then clamp to the ends instead of squashing every
-    other node into one colour. With no usable norm the range is (1e-6, 1).
+    other node into one colour. So does a small cluster of tiny norms cut off from the rest by
+    a gap of ``GAP_DECADES`` or more (a transformer's attention key biases get a gradient that
+    is zero up to rounding, ~1e-9): left in, it would stretch the scale over nine decades and
+    paint the whole healthy graph in a few colours. With no usable norm the range is (1e-6, 1).
     """
     arr, _ = _as_array(norms)
     good = arr[np.isfinite(arr) & (arr > 0)]
     if good.size == 0:
         return 1e-6, 1.0
+    if good.size >= 20:
+        logs = np.sort(np.log10(good))
+        gaps = np.diff(logs[: logs.size // 2 + 1])      # only below the median: never the majority
+        if gaps.size and gaps.max() >= GAP_DECADES:
+            good = 10.0 ** logs[int(np.argmax(gaps)) + 1:]
     lo, hi = (float(v) for v in np.percentile(good, [1, 99])) if good.size >= 20 else (
         float(good.min()), float(good.max()))
     if hi <= lo * 10:  # too narrow: widen symmetrically (in log space) to one decade
