@@ -26,7 +26,7 @@ What is recorded, per step (one row per ``w.step`` call):
   Cadence: ``update_ratio_every=N`` measures them every N steps; the default
   (None) measures every step for the first 10 steps, then as often as keeps their
   cost (a copy of the weights and two passes over them) under 0.5 % of the step time,
-  re-planned every 50 steps: on the digits MLP that is about every 60 steps. Steps
+  re-planned every 50 steps: on the digits MLP that is about every 75 steps. Steps
   not measured have no update ratios (like a step without an optimizer step).
 * every ``every`` steps (steps 0, every, 2*every, ...): the gradient norm at every
   node of the autograd graph, with the node ids of ``gradviz.core.trace``; and the
