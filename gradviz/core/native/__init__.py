@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["get", "build", "ensure", "forced", "available", "status", "cache_dir", "compiler_available", "SOURCE"]
+__all__ = ["get", "build", "ensure", "forced", "status", "cache_dir", "compiler_available", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("gradviz_native.cpp")
 _STALE_LOCK_S = 600.0
@@ -163,10 +163,6 @@ def get() -> ModuleType | None:
     if module is not None:
         _state["module"] = module
     return module
-
-
-def available() -> bool:
-    return get() is not None
 
 
 def status() -> dict:

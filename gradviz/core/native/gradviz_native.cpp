@@ -159,7 +159,7 @@ struct NormPreHook : public torch::autograd::FunctionPreHook {
 };
 
 inline uint64_t mix(uint64_t h, uint64_t v) {
-  // FNV-1a over the 8 bytes of v, then a murmur finaliser step for spread
+  // FNV-1a over the 8 bytes of v (the key only has to tell structures apart within a process)
   for (int i = 0; i < 8; ++i) {
     h ^= (v >> (8 * i)) & 0xffu;
     h *= 1099511628211ull;
