@@ -54,8 +54,11 @@ def test_node_norms_equal_the_python_path_on_the_samples(native_module, sample):
     model, make_loss = _sample(sample)
     params = list(model.parameters())
     loss = make_loss()
-    assert native_module.walk_kinds(loss) == [fn.name() for fn in walk([loss.grad_fn])[0]]
-    got = _native_norms(native_module.NodeNorms(params), loss)
+    nm = native_module.NodeNorms(params)
+    nm.begin(loss, False)
+    assert nm.names() == [fn.name() for fn in walk([loss.grad_fn])[0]]     # the same walk order
+    nm.cancel()
+    got = _native_norms(nm, loss)
     model.zero_grad(set_to_none=True)
     expect = _python_norms(make_loss(), params)
     assert got.shape == expect.shape
@@ -225,7 +228,8 @@ def test_step_stats_rows_equal_the_python_path(native_module):
         with native.forced(module):
             stats = StepStats(model.named_parameters(), track_updates=False)
         assert (stats._native_sq is not None) == (module is not None)
-        stats.read_grads()
+        stats.begin()
+        stats.grads_ready(updates=False)
         rows.append(stats.finish(1.0, lr=0.1))
     np.testing.assert_allclose(rows[0]["param_norms"], rows[1]["param_norms"], rtol=1e-6)
     assert rows[0]["grad_norm"] == pytest.approx(rows[1]["grad_norm"], rel=1e-6)

@@ -137,23 +137,6 @@ class StepStats(NumpyPath, TorchPath):
         self._have_delta = False
         self._max_norm = None
 
-    def read_grads(self) -> None:
-        """``begin()`` then ``grads_ready(updates=False)``, in one call on the native path (the
-        recorder's every step)."""
-        fast = self._native_sq
-        if fast is not None:
-            sq = fast()
-            if sq is not None:
-                self._t0 = time.perf_counter()
-                self._have_delta = False
-                self._max_norm = None
-                self._updates_now = False
-                self._host_sq = sq
-                self._n_grads = self.n
-                return
-        self.begin()
-        self.grads_ready(updates=False)
-
     def grads_ready(self, max_norm: float | None = None, updates: bool = True) -> torch.Tensor | None:
         """Call after backward (and after ``GradScaler.unscale_``), before ``optimizer.step()``.
 

@@ -40,6 +40,13 @@ _state: dict[str, object] = {}
 
 
 def _key() -> str:
+    key = _state.get("key")
+    if key is None:
+        key = _state["key"] = _compute_key()
+    return key  # type: ignore[return-value]
+
+
+def _compute_key() -> str:
     import torch
 
     h = hashlib.sha256(SOURCE.read_bytes())

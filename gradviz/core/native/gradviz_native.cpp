@@ -373,6 +373,15 @@ class NodeNorms {
 
   int64_t hooks_placed() const { return hooks_placed_; }
 
+  // names of the nodes begin() walked, in walk order (tests check the order against
+  // gradviz.core.walk; the GIL is held: a custom Function's name() is Python's)
+  std::vector<std::string> names() const {
+    std::vector<std::string> out;
+    out.reserve(nodes_.size());
+    for (const auto& n : nodes_) out.push_back(n->name());
+    return out;
+  }
+
  private:
   struct Edge {
     const Node* producer;
@@ -420,25 +429,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       .def("arm", &NodeNorms::arm)
       .def("finish", &NodeNorms::finish, py::arg("missing"))
       .def("cancel", &NodeNorms::cancel)
+      .def("names", &NodeNorms::names)
       .def_property_readonly("hooks_placed", &NodeNorms::hooks_placed);
-  m.def("walk_kinds", [](const at::Tensor& root) {
-    // node names in walk order (tests check the order against gradviz.core.walk)
-    std::vector<std::string> names;
-    NodePtr fn = root.grad_fn();
-    if (!fn) return names;
-    std::unordered_map<Node*, int64_t> seen;
-    std::vector<NodePtr> stack{fn};
-    while (!stack.empty()) {
-      NodePtr cur = std::move(stack.back());
-      stack.pop_back();
-      if (seen.count(cur.get())) continue;
-      seen.emplace(cur.get(), static_cast<int64_t>(names.size()));
-      names.push_back(cur->name());
-      const auto& next = cur->next_edges();
-      for (auto it = next.rbegin(); it != next.rend(); ++it) {
-        if (it->function && !seen.count(it->function.get())) stack.push_back(it->function);
-      }
-    }
-    return names;
-  });
 }

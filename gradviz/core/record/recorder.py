@@ -170,7 +170,7 @@ class Watch(NodeSampling):
         """Record the step whose backward just ran; returns its step number."""
         if self._closed:
             raise RecordError("this watch is closed", self.path)
-        if self._tap is not None or self._capture is not None:
+        if self._capture is not None or (self._tap is not None and self._tap.armed):
             self._drop_tap()
         if self._open_step is not None and not self._updated:
             # previous step still open: its optimizer step never came (or w.step twice)
@@ -245,12 +245,10 @@ class Watch(NodeSampling):
             self._cadence.step_took(now - self._t_prev)
         self._t_prev = now
         self._upd_now = upd = self.optimizer is not None and self._cadence.due(self._step)
+        self.stats.begin()
+        self.stats.grads_ready(updates=upd)
         if upd:                                   # the snapshot is part of what the ratios cost
-            self.stats.begin()
-            self.stats.grads_ready(updates=True)
             self._upd_cost = time.perf_counter() - now
-        else:
-            self.stats.read_grads()
         self._grads_read = True
 
     def _opt_post(self, optimizer, args, kwargs) -> None:

@@ -47,9 +47,7 @@ def store_rows(writer: RunWriter, rows: list[tuple], n_params: int) -> None:
     blobs = [grad_bytes[k:k + width] for k in offsets]
     ratio_list = [ratio_bytes[k:k + width] if u else None for u, k in zip(updated, offsets)]
     global_list = [real(g) if u else None for u, g in zip(updated, global_ratio.tolist())]
-    sampled = [0] * len(rows)
-    for i, _ in nodes:
-        sampled[i] = 1
+    sampled = [int(r[6] is not None) for r in rows]
     out = list(zip(steps, [float(r[1]) for r in rows], _reals(losses), _reals(arr["grad_norm"].tolist()),
                    _reals([r[3] for r in rows]), global_list, blobs, ratio_list, sampled))
     writer.add_step_rows(out)

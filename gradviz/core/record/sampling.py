@@ -79,8 +79,7 @@ class NodeSampling:
         """Sampling state; needs ``stats``, ``capture_modules`` set."""
         self._sampler = NodeNormSampler(named_parameters=list(zip(self.stats.names, self.stats.params)))
         self._param_ids = {id(p): n for n, p in zip(self.stats.names, self.stats.params)}
-        self._tap: _BackwardTap | None = None           # armed for this step's backward
-        self._tap_obj: _BackwardTap | None = None       # built once
+        self._tap: _BackwardTap | None = None           # built at the first arming; .armed says if it waits
         self._capture = None
         self._capture_live = False
         self._node_result: tuple[int, bytes] | None = None
@@ -114,17 +113,16 @@ class NodeSampling:
                     h.remove()
                 self._fwd_handles = []
             return
-        tap = self._tap_obj
-        if tap is None:
-            tap = self._tap_obj = _BackwardTap(self)
-        tap.arm()
-        self._tap = tap
+        if self._tap is None:
+            self._tap = _BackwardTap(self)
+        self._tap.arm()
         if self._needs_capture and not self._fwd_handles:
             self._fwd_handles.append(self.module.register_forward_pre_hook(self._forward_pre))
             self._fwd_handles.append(self.module.register_forward_hook(self._forward_post, always_call=True))
 
     def _forward_pre(self, module, args) -> None:
-        if self._needs_capture and self._capture is None and self._tap is not None and torch.is_grad_enabled():
+        if (self._needs_capture and self._capture is None and self._tap is not None and self._tap.armed
+                and torch.is_grad_enabled()):
             from gradviz.core.capture import ForwardCapture
             cap = ForwardCapture(self.module)
             try:
@@ -143,10 +141,9 @@ class NodeSampling:
                 self._capture = None
 
     def _drop_tap(self) -> None:
-        tap, self._tap = self._tap, None
         self._capture = None
-        if tap is not None:
-            tap.close()
+        if self._tap is not None:
+            self._tap.close()
 
     def _sampled_backward(self, func, args, kwargs):
         """``Tensor.backward`` of a sampled step: hooks every node, then runs it."""
