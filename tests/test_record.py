@@ -128,6 +128,7 @@ def test_node_norms_match_trace(tmp_path, accel):
                     assert got == pytest.approx(e, rel=1e-5, abs=1e-7), nid
         g = r.graph_at(3)
         assert g.graph["step"] == 3
+        assert g.nodes["loss"]["value"] == pytest.approx(r.steps()["loss"][3])      # not step 0's
         kinds = {a["kind"] for _, a in g.nodes(data=True)}
         assert {"op", "param", "loss"} <= kinds
         assert g.nodes["param:unused.weight"]["reachable"] is False
@@ -579,3 +580,25 @@ def test_sparse_gradients_are_recorded(tmp_path, accel):
         _, norms = r.node_norms(2)
         assert norms["param:emb.weight"] == pytest.approx(seen[2][0], rel=1e-6)
         assert norms["loss"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("order", ["step_first", "optimizer_first"])
+def test_update_ratio_cadence_counts_steps_from_zero_in_either_order(tmp_path, order):
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(model, tmp_path / "c.gvrun", every=0, optimizer=opt, update_ratio_every=3) as w:
+        for step in range(10):
+            x, y = _data(step)
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            if order == "step_first":
+                w.step(loss)
+                opt.step()
+            else:
+                opt.step()
+                w.step(loss)
+    with open_run(tmp_path / "c.gvrun") as r:
+        measured = np.flatnonzero(np.isfinite(r.steps()["update_ratio"])).tolist()
+    assert measured == [0, 3, 6, 9]

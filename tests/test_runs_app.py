@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("PySide6")
 pytest.importorskip("pytestqt")
 
+import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PySide6.QtCore import Qt, Signal  # noqa: E402
 from PySide6.QtWidgets import QDockWidget, QMainWindow  # noqa: E402
@@ -276,8 +277,35 @@ def test_the_loss_node_shows_the_chosen_steps_loss(qtbot, tmp_path, real_window)
     with open_run(path) as r:
         losses = {s: float(r.step_row(s)["loss"]) for s in panel.node_steps}
     assert len(set(losses.values())) > 1
+    # on opening: the loss of the step shown, not the one traced when the graph was stored
+    shown = win.document.graph.graph["step"]
+    assert shown == panel.node_steps[-1] and shown != panel.node_steps[0]
+    assert win.scene.text_lines(win.scene.index["loss"])[1] == num(losses[shown])
     for step in (panel.node_steps[0], panel.node_steps[-1]):
         panel.choose_step(step)
         i = win.scene.index["loss"]
         assert win.scene.text_lines(i)[1] == num(losses[step])
         qtbot.waitUntil(lambda: win.inspector.identity.values.get("loss") == num(losses[step]), timeout=5000)
+
+
+def test_update_ratios_measured_every_few_steps_are_drawn_joined(window, tmp_path):
+    """Unmeasured steps hold NaN: the curve keeps the measured points only, so sparse
+    measurements draw a line instead of isolated, invisible points."""
+    from gradviz.app.runs import open_run_file
+
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    path = tmp_path / "ratios.gvrun"
+    with watch(model, path, every=0, optimizer=opt, update_ratio_every=3) as w:
+        for _ in range(10):
+            opt.zero_grad()
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            w.step(loss)
+            opt.step()
+    assert open_run_file(window, path)
+    curves = window.run_panel.curves.curves
+    ratio = curves[("update_ratio", 0)]
+    assert ratio.xData.tolist() == [0, 3, 6, 9] and np.isfinite(ratio.yData).all()
+    assert curves[("loss", 0)].xData.size == 10          # the other curves keep every step

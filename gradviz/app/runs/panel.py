@@ -15,6 +15,9 @@ from gradviz.app.runs.follow import FollowThread
 
 RANK_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 CURVES = (("loss", "loss", False), ("grad_norm", "global grad norm", True), ("update_ratio", "update ratio", True))
+# measured on a cadence (NaN = not measured that step): drawn as the measured points joined,
+# as the live training plots do; elsewhere a NaN is a real one and leaves a gap
+SPARSE_CURVES = frozenset({"update_ratio"})
 
 
 class _Curves(QWidget):
@@ -66,14 +69,18 @@ class _Curves(QWidget):
             if log:
                 y = np.where(y > 0, y, np.nan)
             y = np.where(np.isfinite(y), y, np.nan)
+            xs = x
+            if key in SPARSE_CURVES:
+                keep = ~np.isnan(y)
+                xs, y = x[keep], y[keep]
             curve = self.curves.get((key, rank))
             if curve is None:
                 pen = pg.mkPen(RANK_COLORS[rank % len(RANK_COLORS)], width=1.5)
-                curve = self.plots[key].plot(x, y, pen=pen, name=f"rank {rank}" if n_ranks > 1 else None,
+                curve = self.plots[key].plot(xs, y, pen=pen, name=f"rank {rank}" if n_ranks > 1 else None,
                                              connect="finite")
                 self.curves[(key, rank)] = curve
             else:
-                curve.setData(x, y, connect="finite")
+                curve.setData(xs, y, connect="finite")
 
     def set_cursor(self, step: int) -> None:
         for line in self.cursor:

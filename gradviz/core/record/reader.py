@@ -256,6 +256,9 @@ class RunReader:
         g.graph["step"] = s
         if row is not None:
             g.graph["loss"] = None if math.isnan(row["loss"]) else float(row["loss"])
+            for attrs in g.nodes.values():         # what the loss node shows: this step's loss
+                if attrs.get("kind") == "loss":
+                    attrs["value"] = g.graph["loss"]
         return g
 
 

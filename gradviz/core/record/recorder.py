@@ -178,7 +178,7 @@ class Watch(NodeSampling):
         s = self._step if step is None else int(step)
         self._step = s + 1
         if not self._grads_read:
-            self._read_grads()
+            self._read_grads(s)
         if isinstance(loss, torch.Tensor):
             loss = loss.item() if (self._on_cpu and loss.is_cpu and loss.numel() == 1) else loss.detach()
         self._open_loss = loss
@@ -236,15 +236,15 @@ class Watch(NodeSampling):
             self._finish_open(step=self._step)
             self._step += 1
         if not self._grads_read:
-            self._read_grads()
+            self._read_grads(self._step)
 
-    def _read_grads(self) -> None:
-        """Gradient norms of the step (and the theta snapshot when update ratios are due)."""
+    def _read_grads(self, step: int) -> None:
+        """Gradient norms of ``step`` (and the theta snapshot when its update ratios are due)."""
         now = time.perf_counter()
         if self._t_prev is not None:
             self._cadence.step_took(now - self._t_prev)
         self._t_prev = now
-        self._upd_now = upd = self.optimizer is not None and self._cadence.due(self._step)
+        self._upd_now = upd = self.optimizer is not None and self._cadence.due(step)
         self.stats.begin()
         self.stats.grads_ready(updates=upd)
         if upd:                                   # the snapshot is part of what the ratios cost
@@ -272,7 +272,7 @@ class Watch(NodeSampling):
         if s is None:
             s = self._step
         if not self._grads_read:
-            self._read_grads()
+            self._read_grads(s)
         node = self._node_result
         self._node_result = None
         lr = self._lr if self._lr is not None else _lr_of(self.optimizer)
