@@ -6,8 +6,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from gradviz.core.errors import GradvizError
 
-class ExportError(Exception):
+
+class ExportError(GradvizError):
     """A file cannot be written where or how it was asked (the message says why)."""
 
 

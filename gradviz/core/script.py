@@ -20,13 +20,15 @@ from typing import Any
 import torch
 from torch import nn
 
+from gradviz.core.errors import GradvizError
+
 REQUIRED = ("model", "batch", "loss_fn")
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _GRADVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-class ScriptError(Exception):
+class ScriptError(GradvizError):
     """The user's script cannot be used. ``location`` is ``file:line`` when known.
 
     ``code`` says what went wrong: ``script-error`` (cannot load / breaks the

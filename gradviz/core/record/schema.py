@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gradviz.core.errors import GradvizError
+
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x47565255          # 'GVRU'
 EXTENSION = ".gvrun"
@@ -49,7 +51,7 @@ CREATE TABLE IF NOT EXISTS node_norms (step INTEGER PRIMARY KEY, graph_id INTEGE
 TABLES = {"meta", "steps", "graphs", "node_norms"}
 
 
-class RecordError(Exception):
+class RecordError(GradvizError):
     """A run file cannot be written or read (bad path, full disk, corrupted or foreign file)."""
 
     def __init__(self, message: str, path: str | os.PathLike | None = None) -> None:
