@@ -251,14 +251,18 @@ class ForwardCapture(TorchFunctionMode):
                 pass
 
     def _user_location(self) -> tuple[str, str]:
-        frame = sys._getframe(2)
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if is_user_file(filename):
-                lineno = frame.f_lineno
-                return f"{filename}:{lineno}", linecache.getline(filename, lineno).strip()
-            frame = frame.f_back
-        return "", ""
+        return user_location(sys._getframe(2))
+
+
+def user_location(frame: Any) -> tuple[str, str]:
+    """``(file:line, code)`` of the innermost user frame from ``frame`` outward, or ``("", "")``."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if is_user_file(filename):
+            lineno = frame.f_lineno
+            return f"{filename}:{lineno}", linecache.getline(filename, lineno).strip()
+        frame = frame.f_back
+    return "", ""
 
 
 def _all_finite(t: torch.Tensor) -> bool:

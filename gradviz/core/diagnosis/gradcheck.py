@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from gradviz.core.devices import model_device, to_device
-from gradviz.core.diagnosis.probe import CustomCall, custom_name, record_custom_calls
+from gradviz.core.diagnosis.customs import CustomCall, CustomCallRecorder
 from gradviz.core.script import ModelScript, ScriptError, check_loss, load_script
 
 EPS = 1e-6
@@ -379,19 +379,11 @@ def gradcheck_script(source: Any, *, params: Sequence[str] | None = None, sample
         if unknown:
             raise ValueError(f"no such parameter(s): {', '.join(unknown)}")
         names = list(params)
-    customs: list[CustomCall] = []
-
-    def sink(cls, args, kwargs, out):
-        if functions and not any(c.cls is cls for c in customs):
-            node = next((t.grad_fn for t in _float_outputs(out) if t.grad_fn is not None), None)
-            customs.append(CustomCall(cls, custom_name(cls),
-                                      tuple(a.detach().clone().requires_grad_(a.requires_grad)
-                                            if isinstance(a, torch.Tensor) else a for a in args),
-                                      dict(kwargs), node, "", ""))
-
+    recorder = CustomCallRecorder()
     t0 = time.perf_counter()
-    with record_custom_calls(sink):
+    with recorder:
         raw = ev.loss()
+    customs: list[CustomCall] = recorder.calls if functions else []
     loss = check_loss(raw, *script.loss_site())
     t_forward = max(time.perf_counter() - t0, 1e-4)
     if loss.dtype != torch.float64:

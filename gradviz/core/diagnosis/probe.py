@@ -14,18 +14,19 @@ traced graph the window shows.
 """
 from __future__ import annotations
 
+import sys
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
 from gradviz.core.devices import model_device, to_device
-from gradviz.core.capture import Cut, ForwardCapture, _func_name
+from gradviz.core.capture import Cut, ForwardCapture, _func_name, user_location
+from gradviz.core.diagnosis.customs import CustomCall, CustomCallLog, custom_name  # noqa: F401 (re-exported)
 from gradviz.core.script import ModelScript, ScriptError
 from gradviz.core.walk import is_leaf, walk
 
@@ -91,66 +92,6 @@ class ModuleCall:
     out_ptrs: list[int] = field(default_factory=list)
 
 
-@dataclass
-class CustomCall:
-    cls: type
-    name: str              # module.qualname, as the graph's ``custom`` attribute
-    args: tuple
-    kwargs: dict
-    node: Any              # grad_fn of the output
-    location: str
-    code: str
-
-
-# ---------------------------------------------------------------------------
-# user autograd.Function calls
-
-_CUSTOM_LOCK = threading.Lock()
-_CUSTOM_SINKS: dict[int, Callable[[type, tuple, dict, Any], None]] = {}
-_ORIG_APPLY = None
-
-
-def _patched_apply(cls, *args, **kwargs):
-    out = _ORIG_APPLY.__func__(cls, *args, **kwargs)
-    sink = _CUSTOM_SINKS.get(threading.get_ident())
-    if sink is not None:
-        try:
-            sink(cls, args, kwargs, out)
-        except Exception:
-            pass
-    return out
-
-
-@contextmanager
-def record_custom_calls(sink: Callable[[type, tuple, dict, Any], None]):
-    """Call ``sink(cls, args, kwargs, output)`` for each ``autograd.Function.apply`` in this thread."""
-    global _ORIG_APPLY
-    tid = threading.get_ident()
-    with _CUSTOM_LOCK:
-        if not _CUSTOM_SINKS:
-            _ORIG_APPLY = torch.autograd.Function.__dict__["apply"]
-            torch.autograd.Function.apply = classmethod(_patched_apply)
-        _CUSTOM_SINKS[tid] = sink
-    try:
-        yield
-    finally:
-        with _CUSTOM_LOCK:
-            _CUSTOM_SINKS.pop(tid, None)
-            if not _CUSTOM_SINKS and _ORIG_APPLY is not None:
-                torch.autograd.Function.apply = _ORIG_APPLY
-                _ORIG_APPLY = None
-
-
-def custom_name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _clone_arg(a: Any) -> Any:
-    if isinstance(a, torch.Tensor):
-        return a.detach().clone().requires_grad_(a.requires_grad and (a.is_floating_point() or a.is_complex()))
-    return a
-
-
 # ---------------------------------------------------------------------------
 # the capture
 
@@ -179,40 +120,21 @@ class DiagnosticCapture(ForwardCapture):
         self.cut_seq: list[int] = []                # parallel to self.cuts
         self.cut_params: list[set[str]] = []        # parameters a cut took directly (p.detach())
         self.roundtrips: list[tuple[int, str, str, int]] = []   # (seq, call, location, input ptr)
-        self.custom_calls: list[CustomCall] = []
+        self.customs = CustomCallLog()                # user autograd.Function calls (see customs.py)
         self.record_activations = activations
-        self._custom_cm = None
 
-    # -- enter / exit: also record autograd.Function calls ------------------
+    @property
+    def custom_calls(self) -> list[CustomCall]:
+        return self.customs.calls
+
+    # -- enter / exit: user Function frames are looked for up to the caller of __enter__ ----
     def __enter__(self):
-        self._custom_cm = record_custom_calls(self._on_custom)
-        self._custom_cm.__enter__()
-        try:
-            return super().__enter__()
-        except BaseException:
-            self._custom_cm.__exit__(None, None, None)
-            raise
+        self.customs.stop = sys._getframe(1)
+        return super().__enter__()
 
     def __exit__(self, *exc):
-        try:
-            return super().__exit__(*exc)
-        finally:
-            if self._custom_cm is not None:
-                self._custom_cm.__exit__(None, None, None)
-                self._custom_cm = None
-
-    def _on_custom(self, cls, args, kwargs, out) -> None:
-        node = None
-        for t in tree_flatten(out)[0]:
-            if isinstance(t, torch.Tensor) and t.grad_fn is not None:
-                node = t.grad_fn
-                break
-        name = custom_name(cls)
-        if sum(1 for c in self.custom_calls if c.cls is cls) >= 2:
-            return
-        loc, code = self._user_location()
-        self.custom_calls.append(CustomCall(cls, name, tuple(_clone_arg(a) for a in args),
-                                            {k: _clone_arg(v) for k, v in kwargs.items()}, node, loc, code))
+        self.customs.clear_frames()
+        return super().__exit__(*exc)
 
     # -- module order ---------------------------------------------------------
     def _make_pre(self, path: str):
@@ -252,6 +174,7 @@ class DiagnosticCapture(ForwardCapture):
             return super().__torch_function__(func, types, args, kwargs)
         self.seq += 1
         seq = self.seq
+        self.customs.see(sys._getframe(1), user_location)
         name = _func_name(func)
         tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
         used = [self.param_ids[id(t)] for t in tensors if id(t) in self.param_ids]
@@ -410,6 +333,7 @@ def run_probe(script: ModelScript, *, step: int = 0, seed: int | None = 0, model
         probe.seconds = time.perf_counter() - start
         return probe
     _name_nodes(probe)
+    cap.customs.match_nodes(probe.nodes)
     if backward:
         _backward(probe)
     probe.seconds = time.perf_counter() - start
