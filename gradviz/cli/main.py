@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "train": "gradviz.cli.train_cmd",
     "runs": "gradviz.cli.runs_cmd",
     "native": "gradviz.cli.native_cmd",
+    "attribute": "gradviz.cli.attribute_cmd",
 }
 
 
