@@ -68,7 +68,7 @@ def run(args) -> int:
         print(f"gradviz gradcheck: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        from gradviz.core.export import json_safe
+        from gradviz.core.formatting import json_safe
         print(json.dumps(json_safe({"script": args.script, **report.to_dict()}), indent=2))
     else:
         print(format_report(args.script, report))

@@ -48,11 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fmt(x) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return str(x)
+    from gradviz.core.formatting import number
+
+    return number(x, none="-")
 
 
 def _text(info: dict) -> str:

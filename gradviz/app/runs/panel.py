@@ -1,7 +1,6 @@
 """The Run dock: step slider, curves per rank, findings; follow mode."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -317,9 +316,3 @@ class RunPanel(QWidget):
 
     def shutdown(self) -> None:
         self.close_run()
-
-
-def fmt(x) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return str(x)
-    return f"{x:.4g}"

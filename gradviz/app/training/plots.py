@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QListWidget, QL
 import pyqtgraph as pg
 
 from gradviz.app.training.history import History
+from gradviz.core.formatting import number
 
 MAX_HZ = 30
 MAX_INTERVAL_MS = 1000
@@ -34,10 +35,9 @@ def _positive(values: np.ndarray) -> np.ndarray:
         return np.where(np.isfinite(out) & (out > 0), out, np.nan)
 
 
-def _fmt(v: float) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "—"
-    return f"{v:.4g}"
+def _fmt(v: float | None) -> str:
+    """A plotted value; NaN in a history column means "not measured at this step": '—'."""
+    return number(None if v is None or (isinstance(v, float) and math.isnan(v)) else v)
 
 
 class _Plot(pg.PlotWidget):

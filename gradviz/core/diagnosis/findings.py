@@ -1,11 +1,10 @@
 """The ``Finding``: one thing ``check`` found wrong (or worth knowing) about a model script."""
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gradviz.core.export import json_safe
+from gradviz.core.formatting import json_safe, number
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -82,12 +81,5 @@ def fmt_params(names: list[str], limit: int = 6) -> str:
 
 
 def fmt_num(x: float | None) -> str:
-    if x is None:
-        return "none"
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
-    if x == 0:
-        return "0"
-    if abs(x) >= 1e4 or abs(x) < 1e-3:
-        return f"{x:.2e}"
-    return f"{x:.4g}"
+    """Numbers in messages: the one number formatter (``core.formatting.number``), compact."""
+    return number(x, compact=True, none="none")
