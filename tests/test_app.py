@@ -153,7 +153,9 @@ def test_export_writes_png_svg_pdf(qtbot, window, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
     with pytest.raises(Exception):
         window.export_to(tmp_path / "missing-folder" / "g.png")
-    with pytest.raises(ValueError):
+    from gradviz.core.atomic import ExportError
+
+    with pytest.raises(ExportError, match="unknown extension"):
         window.export_to(tmp_path / "g.bmp")
 
 

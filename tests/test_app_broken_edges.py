@@ -13,7 +13,7 @@ def test_detach_finding_draws_a_broken_edge(qtbot, window):
     u, v = finding.edges[0]
     assert not window.document.graph.has_edge(u, v)  # autograd never recorded it
     window.mark_edges(finding.edges, "broken")
-    overlay = window.scene._overlays.get("mark:broken")
+    overlay = window.scene.marks_layer.paths.get("mark:broken")
     assert overlay is not None and not overlay.path().isEmpty()
 
 

@@ -11,8 +11,9 @@ import networkx as nx
 import pytest
 
 from gradviz.core.colors import CMAP, NAN_RGB, NO_GRAD_RGB, LogColorScale, auto_range, colors_for
-from gradviz.core.export import (ExportError, atomic_write, dot_source, export_graph, json_safe, to_node_link,
-                                 write_graphml)
+from gradviz.core.export import ExportError, atomic_write, dot_source, to_node_link, write_graphml
+from gradviz.core.formatting import json_safe
+from gradviz.render.formats import export_graph
 
 
 def small_graph() -> nx.DiGraph:

@@ -185,9 +185,9 @@ def test_highlight_and_marks(graph, qapp):
     assert scene.dimmed_nodes() is None
     scene.mark_edges([edge, ("input:0", "loss")], "broken")  # the second is not in the layout: drawn straight
     scene.mark_nodes(["loss"], "nan-origin")
-    assert len(scene._badges["nan-origin"]) == 1
+    assert len(scene.marks_layer.badges["nan-origin"]) == 1
     scene.clear_marks()
-    assert not scene._badges.get("nan-origin")
+    assert not scene.marks_layer.badges.get("nan-origin") and not scene.marks()
 
 
 def distinct_colors(image: QImage) -> int:

@@ -7,8 +7,9 @@ from pathlib import Path
 from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 import gradviz
-from gradviz.app.export_dialog import ask_and_export, export_graph
+from gradviz.app.export_dialog import ask_and_export, export_view
 from gradviz.core.record.schema import EXTENSION as RUN_EXTENSION
+from gradviz.render.formats import ImageOptions
 from gradviz.render.image_export import copy_to_clipboard
 from gradviz.app.formatting import count
 
@@ -50,11 +51,11 @@ class FileActions:
             QMessageBox.information(self.window, "Export graph", "There is no graph to export yet.")
             return
         stem = doc.graph_path.stem if doc.graph_path else "graph"
-        ask_and_export(self.window, doc.view, doc.layout, str(Path.cwd() / f"{stem}.png"))
+        ask_and_export(self.window, self.window.view, str(Path.cwd() / f"{stem}.png"))
 
-    def export_to(self, path: str | Path, scale: float = 2.0, dpi: int = 144) -> Path:
-        """Export without dialogs (raises on failure)."""
-        return export_graph(self.document.view, self.document.layout, path, scale, dpi)
+    def export_to(self, path: str | Path, scale: float = 2.0, dpi: int = 144, what: str = "whole graph") -> Path:
+        """Export the scene as shown, without dialogs (raises on failure)."""
+        return export_view(self.window.view, path, what, ImageOptions(scale=scale, dpi=dpi)).path
 
     def copy_image(self) -> None:
         win = self.window

@@ -13,7 +13,6 @@ from typing import Callable
 from PySide6.QtCore import QTimer
 
 from gradviz.app.document import TraceResult, ViewResult
-from gradviz.app.formatting import num
 from gradviz.app.trace_worker import JobRunner, graph_job, trace_job, view_job
 from gradviz.core.record.schema import EXTENSION as RUN_EXTENSION
 
@@ -196,7 +195,7 @@ class GraphSync:
         if doc.norms:
             scene.set_norms(doc.view_norms(doc.norms))
         if doc.live_loss is not None:
-            scene.set_second_line("loss", num(doc.live_loss))
+            scene.set_loss(doc.live_loss)
         for style, edges in doc.marked_edges.items():
             scene.mark_edges(doc.view_edges(edges), style)
         for style, ids in doc.marked_nodes.items():
@@ -222,7 +221,7 @@ class GraphSync:
 
     def set_loss(self, value: float) -> None:
         self.document.live_loss = value
-        self.window.scene.set_second_line("loss", num(value))
+        self.window.scene.set_loss(value)
         if not self._panels_timer.isActive():
             self._panels_timer.start()
 

@@ -26,6 +26,7 @@ class Overlays:
         legend = ColorBarWidget(self.view, theme=win.theme, key=False)
         legend.setObjectName("legend")
         win.scene.colorScaleChanged.connect(legend.set_scale)
+        win.scene.marksChanged.connect(lambda styles: (legend.set_marks(styles), self.place()))
         legend.show()
         return legend
 

@@ -1,13 +1,14 @@
 """``gradviz export SCRIPT -o FILE``: trace a model script and write the graph.
 
-The format follows FILE's extension: .json .graphml .dot (data) or .svg .png .pdf
-(drawn by the app's renderer, legend included). Exit status: 0 written; 2 the script
-is broken (``file:line: message`` on stderr) or FILE cannot be written.
+The format follows FILE's extension (``gradviz.render.formats.FORMATS``): .json .graphml
+.dot (data) or .svg .png .pdf (drawn by the app's renderer, header and legend included).
+``--check`` runs the health checklist first and draws what it finds (cut edges red
+dashed, NaN origins with a "!" badge, each explained in the legend). Exit status: 0
+written; 2 the script is broken (``file:line: message`` on stderr) or FILE cannot be written.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -21,10 +22,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write; the extension sets the format")
     p.add_argument("--collapse", default=None, metavar="DEPTH",
                    help="merge modules deeper than DEPTH into boxes (an integer, or 'auto' for ~200 items)")
+    p.add_argument("--check", action="store_true",
+                   help="run the health checklist and draw its findings (cut edges, NaN origins) with legend entries")
     p.add_argument("--step", type=int, default=0, help="which batch(step) to trace (default 0)")
     p.add_argument("--device", default=None, help="move the model to this device (default: where the script puts it)")
     p.add_argument("--scale", type=float, default=2.0, help="PNG pixels per layout pixel (default 2)")
     p.add_argument("--dpi", type=float, default=None, help="resolution recorded in PNG/PDF (print size); PNG pixels come from --scale")
+    p.add_argument("--max-pixels", type=float, default=100.0, metavar="MP",
+                   help="largest PNG in megapixels (default 100); a bigger one is scaled down, or tiled with --tiles")
+    p.add_argument("--tiles", action="store_true",
+                   help="PNG over --max-pixels: also write full-scale tiles FILE.r<row>c<col>.png")
     p.add_argument("--theme", choices=["light", "dark"], default="light", help="image colours (default light)")
     p.set_defaults(command="export")
     return p
@@ -35,21 +42,43 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _depth(graph, collapse: str | None) -> int | None:
+    """``--collapse``: None, an integer depth, or 'auto'; raises ValueError on anything else."""
+    if collapse is None:
+        return None
+    if collapse == "auto":
+        from gradviz.core.grouping import auto_depth
+        return auto_depth(graph)
+    return int(collapse)
+
+
+def _marks(script: str):
+    """The health checklist's marks, and a one-line summary of what it found."""
+    from gradviz.core.diagnosis import check
+    from gradviz.core.marks import marks_from_findings
+
+    findings = check(script)
+    counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
+    codes = ", ".join(dict.fromkeys(f.code for f in findings)) or "no problems found"
+    summary = (f"health check: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info "
+               f"({codes})")
+    return marks_from_findings(findings), summary
+
+
 def run(args: argparse.Namespace) -> int:
-    from gradviz.core.export import FORMATS, ExportError, export_graph
     from gradviz.core.script import ScriptError
+    from gradviz.render.formats import ExportError, ImageOptions, check_target, export_graph
 
     out = Path(args.output)
     # Check the destination before tracing: a typo should not cost a whole trace.
-    if out.suffix.lower() not in FORMATS:
-        return _fail(f"unknown extension '{out.suffix or '(none)'}' in {out} (use one of {' '.join(FORMATS)})")
-    folder = out.parent if str(out.parent) else Path(".")
-    if not folder.is_dir():
-        return _fail(f"cannot write {out}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        return _fail(f"cannot write {out}: folder {folder} is not writable")
+    try:
+        check_target(out)
+    except ExportError as exc:
+        return _fail(str(exc))
     if args.scale <= 0:
         return _fail("--scale must be positive")
+    if args.max_pixels <= 0:
+        return _fail("--max-pixels must be positive")
 
     start = time.perf_counter()
     try:
@@ -60,19 +89,15 @@ def run(args: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)  # file:line: message
         return 2
     traced = time.perf_counter()
-
-    depth = None
-    if args.collapse is not None:
-        if args.collapse == "auto":
-            from gradviz.core.grouping import auto_depth
-            depth = auto_depth(graph)
-        else:
-            try:
-                depth = int(args.collapse)
-            except ValueError:
-                return _fail(f"--collapse takes an integer depth or 'auto', not {args.collapse!r}")
     try:
-        export_graph(graph, out, collapse_depth=depth, scale=args.scale, dpi=args.dpi, theme=args.theme)
+        depth = _depth(graph, args.collapse)
+    except ValueError:
+        return _fail(f"--collapse takes an integer depth or 'auto', not {args.collapse!r}")
+    marks, summary = _marks(args.script) if args.check else (None, "")
+    options = ImageOptions(scale=args.scale, dpi=args.dpi, theme=args.theme,
+                           max_pixels=int(args.max_pixels * 1e6), tiles=args.tiles)
+    try:
+        result = export_graph(graph, out, collapse_depth=depth, marks=marks, options=options)
     except ExportError as exc:
         return _fail(str(exc))
     except OSError as exc:
@@ -80,6 +105,10 @@ def run(args: argparse.Namespace) -> int:
     done = time.perf_counter()
     n = graph.number_of_nodes()
     shown = f", collapsed to depth {depth}" if depth is not None else ""
+    if summary:
+        print(summary)
     print(f"wrote {out} ({n:,} nodes{shown}) in {done - start:.2f} s "
           f"(trace {traced - start:.2f} s, export {done - traced:.2f} s)")
+    if result.note:
+        print(f"note: {result.note}")
     return 0

@@ -1,16 +1,16 @@
-"""Write a traced graph to disk: JSON (node-link), GraphML, Graphviz DOT, and images.
+"""Write a traced graph as data: JSON (node-link), GraphML and Graphviz DOT. No Qt.
 
-No Qt here: images (.svg .png .pdf) go through ``gradviz.render`` imported lazily, so
-``gradviz export model.py -o g.json`` works on a machine without a display stack.
+These are the data rows of the export table (``gradviz.render.formats.FORMATS``, which
+also holds the image formats drawn by ``gradviz.render``). Diagnosis marks travel with
+the graph (``graph.graph["marks"]``, see ``core.marks``): JSON and GraphML carry them as
+data, DOT draws them (cut edges red dashed, marked nodes with a red outline and "!").
 Every writer goes through ``atomic_write``: a crash or a full disk never leaves a
 half-written file in place of a good one.
 """
 from __future__ import annotations
 
 import json
-import math
 import os
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
@@ -18,45 +18,15 @@ import numpy as np
 
 from gradviz.core.atomic import ExportError, atomic_write  # noqa: F401  (re-exported)
 from gradviz.core.colors import LogColorScale, auto_range, text_color_for, to_hex
+from gradviz.core.formatting import json_safe, number, shape_text
 
-TEXT_FORMATS = (".json", ".graphml", ".dot", ".gv")
-IMAGE_FORMATS = (".svg", ".png", ".pdf")
-FORMATS = TEXT_FORMATS + IMAGE_FORMATS
 REQUIRED_NODE_KEYS = ("kind", "shape", "grad_norm")
 
-__all__ = ["ExportError", "FORMATS", "to_node_link", "json_safe", "write_json", "write_graphml", "write_dot",
-           "dot_source", "atomic_write", "export_graph", "shape_text"]
+__all__ = ["ExportError", "to_node_link", "write_json", "write_graphml", "write_dot", "dot_source",
+           "atomic_write"]
 
 
-# -- JSON-safe values ---------------------------------------------------------------
-
-def json_safe(value: Any) -> Any:
-    """``value`` with tuples -> lists, numpy -> Python, non-finite floats -> "nan"/"inf"/"-inf".
-
-    Strict JSON has no NaN/Infinity literals; strings keep the file loadable by any
-    parser while still saying what the value was.
-    """
-    if value is None or isinstance(value, (str, bool)):
-        return value
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        v = float(value)
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return v
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return json_safe(value.tolist())
-    if hasattr(value, "tolist"):  # torch tensors and the like, should one slip in
-        return json_safe(value.tolist())
-    return str(value)
-
+# -- JSON node-link ------------------------------------------------------------------
 
 def to_node_link(graph: nx.DiGraph) -> dict:
     """networkx node-link data (``edges`` key, as networkx 3.4+ writes it), JSON-safe.
@@ -140,13 +110,6 @@ def write_graphml(graph: nx.DiGraph, path: str | os.PathLike) -> None:
 
 # -- Graphviz DOT ----------------------------------------------------------------------
 
-def shape_text(shape: Any) -> str:
-    """``[64, 128]`` -> ``64×128``; a scalar (``[]``) -> ``scalar``; unknown -> ``''``."""
-    if shape is None or not isinstance(shape, (list, tuple)):
-        return ""
-    return "×".join(str(d) for d in shape) if shape else "scalar"
-
-
 def _q(text: Any) -> str:
     return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
@@ -170,15 +133,18 @@ def _dot_label(nid: Any, attrs: dict) -> str:
         shape = shape_text(attrs.get("shape"))
         return f"{label}\n{shape}" if shape else label
     if kind == "loss" and isinstance(attrs.get("value"), (int, float)):
-        return f"{label}\n{attrs['value']:.4g}"
+        return f"{label}\n{number(attrs['value'])}"
     return label
 
 
 def dot_source(graph: nx.DiGraph, scale: LogColorScale | None = None) -> str:
-    """Graphviz source: shapes by kind, fill = gradient colour, edges labelled with shapes."""
+    """Graphviz source: shapes by kind, fill = gradient colour, edges labelled with shapes,
+    diagnosis marks (``graph.graph["marks"]``) in red."""
     norms = [attrs.get("grad_norm") for _, attrs in graph.nodes(data=True)]
     scale = scale or LogColorScale(*auto_range(norms))
     colors = scale.colors_for(norms)
+    marks = graph.graph.get("marks") or {}
+    marked = {n for ids in (marks.get("nodes") or {}).values() for n in ids}
     lines = ["digraph gradviz {", '  graph [rankdir=TB, fontname="Helvetica", nodesep=0.3, ranksep=0.45];',
              '  node [fontname="Helvetica", fontsize=11, color="#374151", margin="0.12,0.05", height=0.3];',
              '  edge [fontname="Helvetica", fontsize=9, color="#9ca3af", fontcolor="#6b7280", arrowsize=0.6];']
@@ -188,13 +154,21 @@ def dot_source(graph: nx.DiGraph, scale: LogColorScale | None = None) -> str:
         if attrs.get("reachable") is False:
             style = style.replace('style="rounded,filled"', 'style="rounded,filled,dashed"')
             style += ', color="#9ca3af"'
+        label = _dot_label(nid, attrs)
+        if nid in marked:
+            style += ', color="#dc2626", penwidth=3'
+            label = "! " + label
         tooltip = attrs.get("op") or attrs.get("module") or ""
-        lines.append(f"  {_q(nid)} [label={_q(_dot_label(nid, attrs))}, {style}, fillcolor={_q(to_hex(rgb))}, "
+        lines.append(f"  {_q(nid)} [label={_q(label)}, {style}, fillcolor={_q(to_hex(rgb))}, "
                      f"fontcolor={_q(to_hex(text_color_for(rgb)))}, tooltip={_q(tooltip)}];")
     for u, v, attrs in graph.edges(data=True):
         label = shape_text(attrs.get("shape"))
         extra = f", label={_q(' ' + label)}" if label and label != "scalar" else ""
         lines.append(f"  {_q(u)} -> {_q(v)} [{extra.lstrip(', ')}];" if extra else f"  {_q(u)} -> {_q(v)};")
+    for style_name, edges in (marks.get("edges") or {}).items():
+        for u, v in edges:
+            lines.append(f'  {_q(u)} -> {_q(v)} [style=dashed, color="#dc2626", penwidth=2, '
+                         f'tooltip={_q(style_name)}, constraint=false];')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -207,38 +181,3 @@ def write_dot(graph: nx.DiGraph, path: str | os.PathLike) -> None:
             f.write(text)
     atomic_write(path, writer)
 
-
-# -- dispatch -------------------------------------------------------------------------
-
-def export_graph(graph: nx.DiGraph, path: str | os.PathLike, collapse_depth: int | None = None, *,
-                 scale: float = 2.0, dpi: float | None = None, theme: str = "light") -> Path:
-    """Write ``graph`` to ``path``; the format follows the extension (see ``FORMATS``).
-
-    ``collapse_depth`` first merges modules below that depth into group boxes
-    (``gradviz.core.grouping.collapse``). Images are laid out and drawn by the same
-    renderer as the window; ``scale``/``dpi`` apply to PNG (and DPI to PDF).
-    """
-    target = Path(path)
-    ext = target.suffix.lower()
-    if ext not in FORMATS:
-        known = " ".join(FORMATS)
-        raise ExportError(f"cannot export to '{target.name}': unknown extension '{target.suffix or '(none)'}' "
-                          f"(use one of {known})")
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise ExportError(f"cannot write {target}: folder {folder} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise ExportError(f"cannot write {target}: folder {folder} is not writable")
-    if collapse_depth is not None:
-        from gradviz.core.grouping import collapse
-        graph = collapse(graph, depth=collapse_depth)
-    if ext == ".json":
-        write_json(graph, target)
-    elif ext == ".graphml":
-        write_graphml(graph, target)
-    elif ext in (".dot", ".gv"):
-        write_dot(graph, target)
-    else:
-        from gradviz.render.image_export import export_image  # Qt loads here, and only here
-        export_image(graph, target, scale=scale, dpi=dpi, theme=theme)
-    return target

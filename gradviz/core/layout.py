@@ -16,7 +16,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 from dataclasses import dataclass
-from typing import Hashable
+from typing import Hashable, Mapping
 
 import networkx as nx
 import numpy as np
@@ -52,13 +52,20 @@ class Layout:
 
 
 def node_size(node: Hashable, attrs: dict) -> tuple[float, float]:
-    """Box size from ``width``/``height`` attributes, else estimated from the label."""
+    """Box size when the caller gives none (``sizes``): ``width``/``height`` attributes, else
+    estimated from the label. Drawn graphs get sizes measured in the drawing's fonts
+    (``gradviz.render.style.box_sizes``)."""
     if "width" in attrs and "height" in attrs:
         return float(attrs["width"]), float(attrs["height"])
     label = attrs.get("label")
     label = str(node) if label is None else str(label)
     width = float(attrs.get("width", max(56.0, 7.0 * len(label) + 20.0)))
     return width, float(attrs.get("height", 28.0))
+
+
+def _sizes(graph: nx.DiGraph, nodes: list, sizes: Mapping | None) -> list[tuple[float, float]]:
+    given = sizes or {}
+    return [given[node] if node in given else node_size(node, graph.nodes[node]) for node in nodes]
 
 
 # ----------------------------------------------------------------------------- graph walks
@@ -263,8 +270,12 @@ def _initial_rank(lay: _Layered, n: int, topo: list[int], dst: Array) -> Array:
 # ----------------------------------------------------------------------------- entry point
 
 
-def layout(graph: nx.DiGraph, options: LayoutOptions | None = None) -> Layout:
-    """Lay out ``graph`` top to bottom; see the module docstring for the pipeline."""
+def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
+           sizes: Mapping[Hashable, tuple[float, float]] | None = None) -> Layout:
+    """Lay out ``graph`` top to bottom; see the module docstring for the pipeline.
+
+    ``sizes``: (width, height) of each node's box, an input (the renderer measures its
+    text); nodes it lacks fall back to ``node_size``."""
     opts = options or LayoutOptions()
     nodes = list(graph.nodes)
     n = len(nodes)
@@ -274,8 +285,7 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None) -> Layout:
     edge_list = [(u, v) for u, v in graph.edges if u != v]
     src = np.fromiter((index[u] for u, _ in edge_list), dtype=np.int64, count=len(edge_list))
     dst = np.fromiter((index[v] for _, v in edge_list), dtype=np.int64, count=len(edge_list))
-    sizes = [node_size(node, graph.nodes[node]) for node in nodes]
-    size = np.asarray(sizes, dtype=float).reshape(n, 2)
+    size = np.asarray(_sizes(graph, nodes, sizes), dtype=float).reshape(n, 2)
 
     back, topo = _acyclic(n, src, dst)
     s2 = np.where(back, dst, src)  # back edges reversed: the layered graph is a DAG
@@ -334,7 +344,8 @@ def _build_result(nodes: list, edge_list: list, back: Array, s2: Array, d2: Arra
 
 
 def layout_with_graphviz(graph: nx.DiGraph, options: LayoutOptions | None = None,
-                         timeout: float | None = 120.0) -> Layout:
+                         timeout: float | None = 120.0,
+                         sizes: Mapping[Hashable, tuple[float, float]] | None = None) -> Layout:
     """The same ``Layout`` computed by Graphviz ``dot -Tplain`` (optional, slow on big graphs).
 
     Raises ``RuntimeError`` when ``dot`` is not installed or fails.
@@ -346,7 +357,7 @@ def layout_with_graphviz(graph: nx.DiGraph, options: LayoutOptions | None = None
     nodes = list(graph.nodes)
     if not nodes:
         return Layout({}, {}, {}, {}, 0.0, 0.0)
-    size = {node: node_size(node, graph.nodes[node]) for node in nodes}
+    size = dict(zip(nodes, _sizes(graph, nodes, sizes)))
     name = {node: f"n{i}" for i, node in enumerate(nodes)}
     lines = [f"digraph G {{ nodesep={opts.node_gap / 72:.3f}; ranksep={opts.layer_gap / 72:.3f};",
              'node [shape=box, fixedsize=true, label=""];']

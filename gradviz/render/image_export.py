@@ -1,133 +1,152 @@
-"""Images of the whole graph (.svg .png .pdf) drawn by ``GraphScene``, legend on top.
+"""Images (.svg .png .pdf) of a ``GraphScene``: a header that states what is shown, the
+legend, then the graph exactly as the scene draws it (same colours, frames and marks).
 
-The page is: a title line and the colour legend, then the graph at scene scale. SVG
-and PDF are vector (text stays text); PNG is rasterised at ``scale`` (or ``dpi``/96).
-Files are written through ``atomic_write``.
+Exporting the window's own scene is "what you see is what you export"; ``scene_for``
+builds a scene for a graph that is not on screen (the CLI). SVG and PDF are vector (text
+stays text). PNG is rasterised at ``scale`` but capped at ``max_pixels`` (100 MP by
+default, which common image libraries open): beyond it the picture is scaled down and
+the result says so, or, with ``tiles=True``, written at full scale as tiles of at most
+``TILE_SIDE`` pixels beside a capped overview. All files of one export are written
+together through ``AtomicFiles``: an interrupted export leaves nothing half-written.
+
+Qt is imported inside the functions: importing this module (the export table does) does
+not load Qt.
 """
 from __future__ import annotations
 
+import logging
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import networkx as nx
 
-from gradviz.core.export import ExportError, atomic_write
-from gradviz.core.layout import Layout
+from gradviz.core.atomic import AtomicFiles, ExportError
+from gradviz.core.marks import Marks
+from gradviz.render.header import header_text
 from gradviz.render.qtcompat import ensure_app
+
+log = logging.getLogger(__name__)
 
 PAD = 24.0
 GAP = 16.0                     # legend -> graph
+MAX_PNG_PIXELS = 100_000_000   # 100 MP: what common image libraries agree to open
 MAX_PNG_SIDE = 32000           # QImage / PNG readers: keep each side below 32k pixels
-MAX_PNG_PIXELS = 400_000_000   # ~1.6 GB of ARGB32: beyond this we lower the scale
+TILE_SIDE = 8192               # full-resolution tiles: at most 8192 x 8192 pixels each
 MAX_PDF_POINTS = 14400.0       # PDF viewers' page limit (200 inches)
 
 
 @dataclass
+class ImageOptions:
+    scale: float = 2.0               # PNG pixels per scene pixel
+    dpi: float | None = None         # print size metadata (PNG), resolution (PDF)
+    theme: str = "light"             # for scenes built here (``scene_for``)
+    legend: bool = True
+    max_pixels: int = MAX_PNG_PIXELS
+    tiles: bool = False              # PNG over the cap: full-scale tiles beside a capped overview
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    files: list[Path] = field(default_factory=list)   # everything written (tiles too)
+    pixels: tuple[int, int] | None = None               # PNG size (the overview's, with tiles)
+    scale: float | None = None                          # PNG scale used
+    note: str = ""                                      # what the user should know (scaled down, tiles)
+
+
+@dataclass
 class Page:
-    width: float
+    width: float             # scene pixels
     height: float
+    source: object           # QRectF of the scene drawn
     legend_h: float
     title: str | None
     subtitle: str | None
+    marks: list[str]
+    frames: bool
+    fixed: bool
 
 
-def _page(scene, graph: nx.DiGraph | None, legend: bool) -> Page:
+def make_page(scene, region=None, legend: bool = True) -> Page:
+    """The page for ``scene``: its whole graph, or ``region`` (a scene QRectF, e.g. the view)."""
     from gradviz.render.legend import legend_size
 
-    title, subtitle = _title(graph) if graph is not None else (None, None)
     rect = scene.graph_rect()
-    legend_h = legend_size(title).height() + GAP if legend else 0.0
-    legend_w = legend_size(title).width() if legend else 0.0
-    return Page(max(rect.width(), legend_w) + 2 * PAD, rect.height() + legend_h + 2 * PAD, legend_h, title, subtitle)
-
-
-def _title(graph: nx.DiGraph) -> tuple[str | None, str | None]:
-    g = graph.graph
-    name = os.path.basename(g.get("script") or "") or None
-    parts = []
-    if g.get("step") is not None:
-        parts.append(f"step {g['step']}")
-    if isinstance(g.get("loss"), (int, float)):
-        parts.append(f"loss {g['loss']:.4g}")
-    n = graph.number_of_nodes()
-    parts.append(f"{n:,} node{'s' if n != 1 else ''}")
-    if g.get("expanded") is not None:
-        parts.append("collapsed view")
-    return name or "autograd graph", " · ".join(parts)
+    if region is not None:
+        rect = rect.intersected(region)
+        if rect.isEmpty():
+            raise ExportError("the current view shows no part of the graph: scroll to it or export the whole graph")
+    state = scene.shown_state("whole graph" if region is None else "current view")
+    title, subtitle = header_text(state)
+    marks, frames = list(state.marks), bool(scene.frames)
+    if legend:
+        size = legend_size(title, subtitle, marks, frames, state.fixed_range)
+        legend_w, legend_h = size.width(), size.height() + GAP
+    else:
+        legend_w = legend_h = 0.0
+    return Page(max(rect.width(), legend_w) + 2 * PAD, rect.height() + legend_h + 2 * PAD, rect, legend_h,
+                title, subtitle, marks, frames, state.fixed_range)
 
 
 def paint_page(painter, scene, page: Page, legend: bool = True) -> None:
-    """Background, legend and graph; the painter's unit is one scene pixel."""
+    """Background, header and legend, graph; the painter's unit is one scene pixel."""
     from PySide6.QtCore import QPointF, QRectF
 
     from gradviz.render.legend import paint_legend
 
     painter.fillRect(QRectF(0, 0, page.width, page.height), scene.theme.color("background"))
     if legend:
-        paint_legend(painter, QPointF(PAD, PAD), scene.color_scale(), scene.theme, page.title, page.subtitle)
-    rect = scene.graph_rect()
-    target = QRectF(PAD, PAD + page.legend_h, rect.width(), rect.height())
-    was = scene.force_detail
-    scene.force_detail = True  # export shows every label whatever the scale
-    try:
-        scene.render(painter, target, rect)
-    finally:
-        scene.force_detail = was
+        paint_legend(painter, QPointF(PAD, PAD), scene.color_scale(), scene.theme, page.title, page.subtitle,
+                     marks=page.marks, frames=page.frames, fixed=page.fixed)
+    src = page.source
+    with scene.exporting():
+        scene.render(painter, QRectF(PAD, PAD + page.legend_h, src.width(), src.height()), src)
 
 
-def build_scene(graph: nx.DiGraph, layout: Layout, theme: str = "light"):
+def scene_for(graph: nx.DiGraph, marks: Marks | None = None, theme: str = "light", layout=None):
+    """A scene of ``graph`` not shown anywhere (laid out with measured box sizes), with ``marks``."""
     ensure_app()
     from gradviz.render.scene import GraphScene
+    from gradviz.render.style import layout_graph
 
     scene = GraphScene(theme=theme)
-    scene.set_graph(graph, layout)
+    scene.set_graph(graph, layout if layout is not None else layout_graph(graph))
+    if marks:
+        scene.apply_marks(marks.on_view(graph))
     return scene
 
 
-def render_image(graph: nx.DiGraph, layout: Layout, path: str | os.PathLike, scale: float = 2.0,
-                 dpi: float | None = None, theme: str = "light", legend: bool = True) -> Path:
-    """Draw ``graph`` at ``layout`` to ``path`` (.svg, .png or .pdf) with the legend."""
-    scene = build_scene(graph, layout, theme)
-    return render_scene(scene, path, scale=scale, dpi=dpi, graph=graph, legend=legend)
-
-
-def render_scene(scene, path: str | os.PathLike, scale: float = 2.0, dpi: float | None = None,
-                 graph: nx.DiGraph | None = None, legend: bool = True) -> Path:
-    target = Path(path)
-    ext = target.suffix.lower()
-    writers = {".png": _write_png, ".svg": _write_svg, ".pdf": _write_pdf}
-    if ext not in writers:
-        raise ExportError(f"cannot draw an image as '{target.suffix}': use .svg, .png or .pdf")
-    page = _page(scene, graph if graph is not None else scene.graph, legend)
-    return atomic_write(target, lambda tmp: writers[ext](tmp, scene, page, scale, dpi, legend))
-
-
-def png_scale(page: Page, scale: float) -> float:
-    """``scale`` lowered, if needed, so the PNG stays within the size limits."""
-    s = scale
-    s = min(s, MAX_PNG_SIDE / page.width, MAX_PNG_SIDE / page.height)
-    if page.width * page.height * s * s > MAX_PNG_PIXELS:
-        s = (MAX_PNG_PIXELS / (page.width * page.height)) ** 0.5
+def png_scale(page: Page, scale: float, max_pixels: int = MAX_PNG_PIXELS) -> float:
+    """``scale`` lowered, if needed, so the PNG stays within ``max_pixels`` and the side limit."""
+    s = min(scale, MAX_PNG_SIDE / page.width, MAX_PNG_SIDE / page.height)
+    if page.width * page.height * s * s > max_pixels:
+        s = math.sqrt(max_pixels / (page.width * page.height)) * 0.9999
     return s
 
 
-def page_image(scene, page: Page, scale: float, legend: bool = True):
+def page_image(scene, page: Page, scale: float, legend: bool = True, clip=None):
+    """The page (or its ``clip``: a QRect in output pixels) as a QImage at ``scale``."""
+    from PySide6.QtCore import QRect
     from PySide6.QtGui import QImage, QPainter
 
-    s = png_scale(page, scale)
-    image = QImage(max(1, round(page.width * s)), max(1, round(page.height * s)), QImage.Format_ARGB32_Premultiplied)
+    full = QRect(0, 0, max(1, round(page.width * scale)), max(1, round(page.height * scale)))
+    area = full if clip is None else clip.intersected(full)
+    image = QImage(area.width(), area.height(), QImage.Format_ARGB32_Premultiplied)
+    if image.isNull():
+        raise ExportError(f"not enough memory for a {area.width()}×{area.height()} pixel image")
     image.fill(scene.theme.color("background"))
     painter = QPainter(image)
     painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
-    painter.scale(s, s)
+    painter.translate(-area.left(), -area.top())
+    painter.scale(scale, scale)
     paint_page(painter, scene, page, legend)
     painter.end()
     return image
 
 
-def _write_png(tmp: str, scene, page: Page, scale: float, dpi: float | None, legend: bool) -> None:
-    image = page_image(scene, page, scale, legend)  # pixels follow scale; dpi is metadata (print size)
+def _save_png(image, tmp: str, dpi: float | None) -> None:
     if dpi:
         dots_per_meter = round(dpi / 0.0254)
         image.setDotsPerMeterX(dots_per_meter)
@@ -136,64 +155,106 @@ def _write_png(tmp: str, scene, page: Page, scale: float, dpi: float | None, leg
         raise ExportError(f"Qt could not write the PNG ({image.width()}×{image.height()} pixels)")
 
 
-def _write_svg(tmp: str, scene, page: Page, scale: float, dpi: float | None, legend: bool) -> None:
+def tile_path(target: Path, row: int, col: int) -> Path:
+    return target.with_name(f"{target.stem}.r{row}c{col}{target.suffix}")
+
+
+def write_png(scene, page: Page, target: Path, opts: ImageOptions) -> ExportResult:
+    from PySide6.QtCore import QRect
+
+    s = png_scale(page, opts.scale, opts.max_pixels)
+    size = (max(1, round(page.width * s)), max(1, round(page.height * s)))
+    result = ExportResult(target, [target], size, s)
+    capped = s < opts.scale - 1e-9
+    with AtomicFiles() as files:
+        _save_png(page_image(scene, page, s, opts.legend), files.temp_for(target), opts.dpi)
+        if capped and opts.tiles:
+            width, height = round(page.width * opts.scale), round(page.height * opts.scale)
+            rows, cols = math.ceil(height / TILE_SIDE), math.ceil(width / TILE_SIDE)
+            for r in range(rows):
+                for c in range(cols):
+                    clip = QRect(c * TILE_SIDE, r * TILE_SIDE, TILE_SIDE, TILE_SIDE)
+                    path = tile_path(target, r, c)
+                    _save_png(page_image(scene, page, opts.scale, opts.legend, clip), files.temp_for(path), opts.dpi)
+                    result.files.append(path)
+            result.note = (f"{width:,}×{height:,} pixels at {opts.scale:g}× written as {rows * cols} tiles "
+                           f"({target.stem}.r<row>c<col>.png, at most {TILE_SIDE}×{TILE_SIDE} each); "
+                           f"{target.name} is the whole picture at {s:.2g}×")
+    if capped and not opts.tiles:
+        result.note = (f"scaled to {s:.2g}× instead of {opts.scale:g}× ({size[0]:,}×{size[1]:,} pixels) to stay "
+                       f"within {opts.max_pixels / 1e6:g} MP; ask for tiles to keep full resolution, "
+                       f"or export SVG/PDF (vector)")
+    return result
+
+
+def write_svg(scene, page: Page, target: Path, opts: ImageOptions) -> ExportResult:
     from PySide6.QtCore import QRectF, QSize
     from PySide6.QtGui import QPainter
     from PySide6.QtSvg import QSvgGenerator
 
-    gen = QSvgGenerator()
-    gen.setFileName(tmp)
-    gen.setSize(QSize(round(page.width), round(page.height)))
-    gen.setViewBox(QRectF(0, 0, page.width, page.height))
-    gen.setResolution(96)
-    gen.setTitle(page.title or "gradviz graph")
-    gen.setDescription(f"gradviz autograd graph {page.subtitle or ''}")
-    painter = QPainter()
-    if not painter.begin(gen):
-        raise ExportError("Qt could not start the SVG writer")
-    painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
-    paint_page(painter, scene, page, legend)
-    painter.end()
+    with AtomicFiles() as files:
+        gen = QSvgGenerator()
+        gen.setFileName(files.temp_for(target))
+        gen.setSize(QSize(round(page.width), round(page.height)))
+        gen.setViewBox(QRectF(0, 0, page.width, page.height))
+        gen.setResolution(96)
+        gen.setTitle(page.title or "gradviz graph")
+        gen.setDescription(f"gradviz autograd graph: {page.subtitle or ''}")
+        painter = QPainter()
+        if not painter.begin(gen):
+            raise ExportError("Qt could not start the SVG writer")
+        try:
+            painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
+            paint_page(painter, scene, page, opts.legend)
+        finally:
+            painter.end()
+    return ExportResult(target, [target])
 
 
-def _write_pdf(tmp: str, scene, page: Page, scale: float, dpi: float | None, legend: bool) -> None:
+def write_pdf(scene, page: Page, target: Path, opts: ImageOptions) -> ExportResult:
     from PySide6.QtCore import QMarginsF, QSizeF
     from PySide6.QtGui import QPageLayout, QPageSize, QPainter, QPdfWriter
 
     points = 72.0 / 96.0  # one scene pixel = 1/96 inch
     fit = min(1.0, MAX_PDF_POINTS / (page.width * points), MAX_PDF_POINTS / (page.height * points))
-    writer = QPdfWriter(tmp)
-    writer.setCreator("gradviz")
-    writer.setTitle(page.title or "gradviz graph")
-    resolution = int(dpi or 96)
-    writer.setResolution(resolution)
-    size = QPageSize(QSizeF(page.width * points * fit, page.height * points * fit), QPageSize.Point, "gradviz",
-                     QPageSize.ExactMatch)
-    writer.setPageLayout(QPageLayout(size, QPageLayout.Portrait, QMarginsF(0, 0, 0, 0)))
-    painter = QPainter()
-    if not painter.begin(writer):
-        raise ExportError("Qt could not start the PDF writer")
-    painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
-    painter.scale(fit * resolution / 96.0, fit * resolution / 96.0)
-    paint_page(painter, scene, page, legend)
-    painter.end()
+    with AtomicFiles() as files:
+        writer = QPdfWriter(files.temp_for(target))
+        writer.setCreator("gradviz")
+        writer.setTitle(page.title or "gradviz graph")
+        resolution = int(opts.dpi or 96)
+        writer.setResolution(resolution)
+        size = QPageSize(QSizeF(page.width * points * fit, page.height * points * fit), QPageSize.Point, "gradviz",
+                         QPageSize.ExactMatch)
+        writer.setPageLayout(QPageLayout(size, QPageLayout.Portrait, QMarginsF(0, 0, 0, 0)))
+        painter = QPainter()
+        if not painter.begin(writer):
+            raise ExportError("Qt could not start the PDF writer")
+        try:
+            painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
+            painter.scale(fit * resolution / 96.0, fit * resolution / 96.0)
+            paint_page(painter, scene, page, opts.legend)
+        finally:
+            painter.end()
+    note = f"page reduced to {fit:.2g}× to stay within PDF's 200-inch page limit" if fit < 1 else ""
+    return ExportResult(target, [target], note=note)
 
 
-def export_image(graph: nx.DiGraph, path: str | os.PathLike, scale: float = 2.0, dpi: float | None = None,
-                 theme: str = "light", legend: bool = True) -> Path:
-    """Lay out ``graph`` with box sizes that fit its text and draw it to ``path``."""
-    ensure_app()
-    from gradviz.render.style import layout_graph
-
-    return render_image(graph, layout_graph(graph), path, scale=scale, dpi=dpi, theme=theme, legend=legend)
-
-
-def scene_image(scene, scale: float = 1.0, legend: bool = True):
-    """A QImage of the whole graph (and legend), e.g. for the clipboard."""
-    return page_image(scene, _page(scene, scene.graph, legend), scale, legend)
+def scene_image(scene, scale: float = 1.0, legend: bool = True, region=None):
+    """A QImage of the graph (whole, or ``region``) with its header and legend, e.g. for the clipboard."""
+    page = make_page(scene, region, legend)
+    return page_image(scene, page, png_scale(page, scale), legend)
 
 
 def copy_to_clipboard(scene, scale: float = 1.0, legend: bool = True) -> None:
     from PySide6.QtGui import QGuiApplication
 
     QGuiApplication.clipboard().setImage(scene_image(scene, scale, legend))
+
+
+def render_image(graph: nx.DiGraph, layout, path: str | os.PathLike, scale: float = 2.0, dpi: float | None = None,
+                 theme: str = "light", legend: bool = True) -> Path:
+    """Draw ``graph`` at ``layout`` to ``path`` (.svg .png .pdf): a scene built here, then exported."""
+    from gradviz.render.formats import export_scene
+
+    scene = scene_for(graph, theme=theme, layout=layout)
+    return export_scene(scene, path, ImageOptions(scale=scale, dpi=dpi, theme=theme, legend=legend)).path

@@ -1,61 +1,88 @@
 """The colour legend: a log colour bar with decade ticks, NaN/Inf and "no gradient"
-swatches, and a key of node shapes. ``paint_legend`` draws it with any QPainter (image
-export puts it above the graph); ``ColorBarWidget`` shows the same drawing as an
-overlay in the window.
+swatches, a key of node shapes, and one entry per kind of diagnosis mark drawn (cut
+edges, badges). ``paint_legend`` draws it with any QPainter (image export puts it above
+the graph with a header); ``ColorBarWidget`` shows the same drawing over the window's view.
 """
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from gradviz.core.colors import INF_RGB, NAN_RGB, NO_GRAD_RGB, LogColorScale
+from gradviz.core.formatting import number
+from gradviz.core.marks import EDGE_STYLES, NODE_STYLES
 from gradviz.render import style
+from gradviz.render.marks_layer import mark_pen, paint_badge
 from gradviz.render.node_paint import folder_path, octagon
 
 BAR_W, BAR_H = 200.0, 12.0
 ROW_H = 40.0      # colour bar row: bar + tick labels
 KEY_H = 26.0      # node-kind key row
-TITLE_H = 26.0
+MARKS_H = 24.0    # diagnosis-mark row
+TITLE_H = 24.0
+SUBTITLE_H = 20.0
 LEGEND_W = 620.0
 
 
 def tick_text(value: float) -> str:
-    """Decades the way people read them: 0.01, 0.1, 1, 10, 100, else 1e-5 / 1e+03."""
-    e = round(math.log10(value)) if value > 0 else 0
-    if value > 0 and abs(math.log10(value) - e) < 1e-9:
-        return f"{value:g}" if -2 <= e <= 2 else f"1e{e}"
-    return f"{value:.2g}"
+    """Tick labels in the one number format, compact: 0.01, 0.1, 1, 10, 100, 1e-5, 1e4."""
+    return number(value, compact=True)
 
 
 SWATCHES = ((NAN_RGB, "NaN"), (INF_RGB, "Inf"), (NO_GRAD_RGB, "no gradient"))
 KEY_ENTRIES = ("op", "parameter", "input", "loss", "module group", "unreached parameter")
+FRAME_ENTRY = "module (expanded)"
 CAPTION = "gradient norm"
+FIXED_CAPTION = "gradient norm (fixed range)"
 PAD = 8.0         # ColorBarWidget: margin around the drawing
 
 
-def bar_row_width() -> float:
+def mark_label(style_name: str) -> str:
+    return EDGE_STYLES.get(style_name) or NODE_STYLES.get(style_name) or style_name
+
+
+def bar_row_width(fixed: bool = False) -> float:
     """Width of the colour-bar row: caption, bar and the NaN / Inf / no-gradient swatches."""
-    w = style.text_width(CAPTION, 11, 500) + 10 + BAR_W + 22
+    w = style.text_width(FIXED_CAPTION if fixed else CAPTION, 11, 500) + 10 + BAR_W + 22
     for _, label in SWATCHES:
         w += 23 + style.text_width(label, 11, 400) + 16
     return w - 16     # no gap after the last swatch label
 
 
-def key_row_width() -> float:
+def key_row_width(frames: bool = False) -> float:
     """Width of the node-kind key row."""
-    return sum(36 + style.text_width(name, 11, 400) + 18 for name in KEY_ENTRIES) - 18
+    entries = KEY_ENTRIES + ((FRAME_ENTRY,) if frames else ())
+    return sum(36 + style.text_width(name, 11, 400) + 18 for name in entries) - 18
 
 
-def legend_size(title: str | None = None) -> QSize:
-    return QSize(int(LEGEND_W), int(ROW_H + KEY_H + (TITLE_H if title else 0) + 8))
+def marks_row_width(marks: Sequence[str]) -> float:
+    return sum(36 + style.text_width(mark_label(m), 11, 400) + 18 for m in marks) - 18 if marks else 0.0
+
+
+def legend_size(title: str | None = None, subtitle: str | None = None, marks: Sequence[str] = (),
+                frames: bool = False, fixed: bool = False, key: bool = True) -> QSize:
+    """Exactly the area ``paint_legend`` uses with the same arguments."""
+    w = max(bar_row_width(fixed), key_row_width(frames) if key else 0.0, marks_row_width(marks))
+    if title:
+        w = max(w, style.text_width(title, 14, 600))
+    if subtitle:
+        w = max(w, style.text_width(subtitle, 11, 400))
+    h = ROW_H + (KEY_H if key else 0) + (MARKS_H if marks else 0)
+    h += (TITLE_H if title else 0) + (SUBTITLE_H if subtitle else 0)
+    return QSize(math.ceil(w), math.ceil(h + 4))
 
 
 def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme: style.Theme,
-                 title: str | None = None, subtitle: str | None = None, key: bool = True) -> QRectF:
-    """Draw the legend with its top-left at ``origin``; returns the area it used."""
+                 title: str | None = None, subtitle: str | None = None, key: bool = True,
+                 marks: Sequence[str] = (), frames: bool = False, fixed: bool = False) -> QRectF:
+    """Draw the legend with its top-left at ``origin``; returns the area it used.
+
+    ``marks``: the mark styles drawn in the graph (each gets an entry); ``frames``: module
+    frames are drawn (the key explains them); ``fixed``: the colour range is fixed."""
     painter.save()
     painter.setRenderHint(QPainter.Antialiasing)
     painter.setRenderHint(QPainter.TextAntialiasing)
@@ -66,15 +93,31 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
         painter.setFont(style.font(14, 600))
         painter.setPen(text)
         painter.drawText(QPointF(x, y + 16), title)
-        if subtitle:
-            painter.setFont(style.font(11, 400))
-            painter.setPen(muted)
-            painter.drawText(QPointF(x + style.text_width(title, 14, 600) + 12, y + 16), subtitle)
         y += TITLE_H
-    # colour bar
+    if subtitle:
+        painter.setFont(style.font(11, 400))
+        painter.setPen(muted)
+        painter.drawText(QPointF(x, y + 12), subtitle)
+        y += SUBTITLE_H
+    _paint_bar(painter, x, y, scale, theme, fixed)
+    y += ROW_H
+    if key:
+        _paint_key(painter, x, y, theme, frames)
+        y += KEY_H
+    if marks:
+        _paint_marks(painter, x, y, theme, marks)
+        y += MARKS_H
+    painter.restore()
+    size = legend_size(title, subtitle, marks, frames, fixed, key)
+    return QRectF(origin.x(), origin.y(), size.width(), y - origin.y())
+
+
+def _paint_bar(painter: QPainter, x: float, y: float, scale: LogColorScale, theme: style.Theme,
+               fixed: bool) -> None:
+    text, muted = QColor(theme.strong_outline), QColor(theme.muted_text)
+    caption = FIXED_CAPTION if fixed else CAPTION
     painter.setFont(style.font(11, 500))
     painter.setPen(text)
-    caption = CAPTION
     painter.drawText(QPointF(x, y + BAR_H - 1), caption)
     bx = x + style.text_width(caption, 11, 500) + 10
     gradient = QLinearGradient(bx, 0, bx + BAR_W, 0)
@@ -82,10 +125,9 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
     for k in range(0, len(cmap), 16):
         gradient.setColorAt(k / (len(cmap) - 1), QColor(*map(int, cmap[k])))
     gradient.setColorAt(1.0, QColor(*map(int, cmap[-1])))
-    bar = QRectF(bx, y, BAR_W, BAR_H)
     painter.setPen(QPen(muted, 0.8))
     painter.setBrush(gradient)
-    painter.drawRoundedRect(bar, 2, 2)
+    painter.drawRoundedRect(QRectF(bx, y, BAR_W, BAR_H), 2, 2)
     painter.setFont(style.font(10, 400))
     painter.setPen(muted)
     for value, t in scale.ticks():
@@ -94,8 +136,7 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
         label = tick_text(value)
         w = style.text_width(label, 10, 400)
         painter.drawText(QPointF(min(max(tx - w / 2, bx - 4), bx + BAR_W - w + 4), y + BAR_H + 15), label)
-    # swatches for values the bar cannot show
-    sx = bx + BAR_W + 22
+    sx = bx + BAR_W + 22  # swatches for values the bar cannot show
     for rgb, label in SWATCHES:
         painter.setPen(QPen(muted, 0.8))
         painter.setBrush(QColor(*rgb))
@@ -104,22 +145,29 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
         painter.setFont(style.font(11, 400))
         painter.drawText(QPointF(sx + 23, y + BAR_H - 1), label)
         sx += 23 + style.text_width(label, 11, 400) + 16
-    used_w = sx - 16 - origin.x()
-    y += ROW_H
-    if key:
-        used_w = max(used_w, _paint_key(painter, x, y, theme))
-        y += KEY_H
-    painter.restore()
-    return QRectF(origin.x(), origin.y(), max(used_w, LEGEND_W), y - origin.y())
 
 
-def _paint_key(painter: QPainter, x: float, y: float, theme: style.Theme) -> float:
-    """Mini node shapes with their kind names; returns the width used."""
+def _paint_marks(painter: QPainter, x: float, y: float, theme: style.Theme, marks: Sequence[str]) -> None:
+    """One sample and sentence per mark style drawn: a dashed red line, or the badge."""
+    painter.setFont(style.font(11, 400))
+    for name in marks:
+        if name in EDGE_STYLES:
+            painter.setPen(mark_pen(theme, name))
+            painter.drawLine(QPointF(x + 1, y + 8), QPointF(x + 29, y + 8))
+        else:
+            paint_badge(painter, QPointF(x + 15, y + 8), name)
+        painter.setPen(QColor(theme.strong_outline))
+        painter.drawText(QPointF(x + 36, y + 12.5), mark_label(name))
+        x += 36 + style.text_width(mark_label(name), 11, 400) + 18
+
+
+def _paint_key(painter: QPainter, x: float, y: float, theme: style.Theme, frames: bool = False) -> float:
+    """Mini node shapes with their kind names (and the module frame when drawn); returns the width used."""
     fill = QColor("#e5e7eb") if theme.name == "light" else QColor("#4b5563")
     outline, strong = QColor(theme.outline), QColor(theme.strong_outline)
     painter.setFont(style.font(11, 400))
     start = x
-    for name in KEY_ENTRIES:
+    for name in KEY_ENTRIES + ((FRAME_ENTRY,) if frames else ()):
         r = QRectF(x, y, 30, 16)
         painter.setBrush(fill)
         if name == "op":
@@ -139,6 +187,12 @@ def _paint_key(painter: QPainter, x: float, y: float, theme: style.Theme) -> flo
         elif name == "module group":
             painter.setPen(QPen(strong, 1.3))
             painter.drawPath(folder_path(r.adjusted(0, 0, 0, 0), 13, 4, 2))
+        elif name == FRAME_ENTRY:
+            ink = QColor(theme.strong_outline)
+            ink.setAlphaF(0.06)
+            painter.setPen(QPen(QColor(theme.muted_text), 1.0))
+            painter.setBrush(ink)
+            painter.drawRect(r)
         else:
             painter.setPen(QPen(QColor(theme.unreachable), 1.5, Qt.DashLine))
             painter.setBrush(QColor(*NO_GRAD_RGB))
@@ -150,7 +204,8 @@ def _paint_key(painter: QPainter, x: float, y: float, theme: style.Theme) -> flo
 
 
 class ColorBarWidget(QWidget):
-    """The legend as a widget (the window floats it over the graph view)."""
+    """The legend as a widget (the window floats it over the graph view); it grows an
+    entry for each kind of diagnosis mark the scene draws (``set_marks``)."""
 
     def __init__(self, parent: QWidget | None = None, scale: LogColorScale | None = None,
                  theme: str | style.Theme = "light", key: bool = False) -> None:
@@ -158,6 +213,7 @@ class ColorBarWidget(QWidget):
         self._scale = scale or LogColorScale()
         self._theme = style.theme(theme)
         self._key = key
+        self._marks: list[str] = []
         self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
         self.setAttribute(Qt.WA_TransparentForMouseEvents, False)
 
@@ -169,10 +225,19 @@ class ColorBarWidget(QWidget):
         self._theme = style.theme(theme)
         self.update()
 
+    def set_marks(self, styles: Sequence[str]) -> None:
+        """The mark styles drawn in the graph now (an entry each); resize after a change."""
+        styles = list(styles)
+        if styles != self._marks:
+            self._marks = styles
+            self.updateGeometry()
+            self.resize(self.sizeHint())
+            self.update()
+
     def sizeHint(self) -> QSize:
         """Exactly what ``paint_legend`` draws plus the margin: nothing is cut off."""
-        width = max(bar_row_width(), key_row_width() if self._key else 0.0)
-        return QSize(math.ceil(width + 2 * PAD), int(ROW_H + (KEY_H if self._key else 0) + 12))
+        size = legend_size(key=self._key, marks=self._marks)
+        return QSize(size.width() + math.ceil(2 * PAD), size.height() + math.ceil(2 * PAD) - 4)
 
     def minimumSizeHint(self) -> QSize:
         return self.sizeHint()
@@ -185,5 +250,5 @@ class ColorBarWidget(QWidget):
         painter.setPen(Qt.NoPen)
         painter.setBrush(bg)
         painter.drawRoundedRect(QRectF(self.rect()), 6, 6)
-        paint_legend(painter, QPointF(PAD, PAD), self._scale, self._theme, key=self._key)
+        paint_legend(painter, QPointF(PAD, PAD), self._scale, self._theme, key=self._key, marks=self._marks)
         painter.end()

@@ -7,56 +7,42 @@ never rebuilds items, so it is cheap enough to run on every training step.
 """
 from __future__ import annotations
 
-from typing import Hashable, Iterable, Mapping
+from contextlib import contextmanager
+from typing import Hashable, Iterable, Iterator, Mapping
 
 import networkx as nx
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor, QPainterPath, QPen
-from PySide6.QtWidgets import (QGraphicsItem, QGraphicsPathItem, QGraphicsScene, QGraphicsSceneMouseEvent,
-                               QToolTip)
+from PySide6.QtGui import QBrush, QColor, QPen
+from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent, QToolTip
 
 from gradviz.core.colors import LogColorScale, auto_range, text_color_for
-from gradviz.core.export import shape_text
+from gradviz.core.formatting import number, shape_text
 from gradviz.core.layout import Layout
+from gradviz.core.marks import Marks
 from gradviz.render import style
-from gradviz.render.items import EdgeBatch, NodeBatch, NodeItem
+from gradviz.render.edges import build_edges
+from gradviz.render.frames import Frame, FrameItem, build_frames
+from gradviz.render.header import ShownState, ShownValues
+from gradviz.render.items import NodeBatch, NodeItem
+from gradviz.render.marks_layer import MarkLayer
 from gradviz.render.node_paint import NodePainter, darker, secondary_text
 
 NODES_PER_BATCH = 96
-EDGES_PER_BATCH = 160
-ARROW_LEN, ARROW_HALF_W = 7.0, 3.6
 MARGIN = 24.0
-MARK_COLORS = {"nan-origin": "#dc2626", "error": "#dc2626", "warning": "#f59e0b", "info": "#2563eb",
-               "dead": "#6b7280"}
-
-
-class Badge(QGraphicsItem):
-    """A round marker (e.g. where NaN first appeared) that keeps its screen size at any zoom."""
-
-    def __init__(self, color: str, text: str = "!") -> None:
-        super().__init__()
-        self._color = QColor(color)
-        self._text = text
-        self.setFlag(QGraphicsItem.ItemIgnoresTransformations)
-        self.setZValue(5)
-
-    def boundingRect(self) -> QRectF:
-        return QRectF(-9, -9, 18, 18)
-
-    def paint(self, painter, option, widget=None) -> None:
-        painter.setRenderHint(painter.RenderHint.Antialiasing)
-        painter.setPen(QPen(QColor("#ffffff"), 1.5))
-        painter.setBrush(self._color)
-        painter.drawEllipse(QRectF(-8, -8, 16, 16))
-        painter.setFont(style.font(11, 700))
-        painter.drawText(QRectF(-8, -8, 16, 16), Qt.AlignCenter, self._text)
 
 
 class GraphScene(QGraphicsScene):
+    """The drawing of one laid-out graph: nodes, edges, module frames and marks.
+
+    What it shows besides the graph (live norms and loss with their step, colour range,
+    marks) is kept here too, so an export of the scene states exactly what is on screen
+    (``shown_state``)."""
+
     nodeClicked = Signal(str)
     nodeDoubleClicked = Signal(str)
     backgroundClicked = Signal()
     colorScaleChanged = Signal(object)  # the new LogColorScale
+    marksChanged = Signal(list)         # the mark styles drawn now (the legend explains each)
 
     def __init__(self, parent=None, theme: str | style.Theme = "light") -> None:
         super().__init__(parent)
@@ -66,10 +52,12 @@ class GraphScene(QGraphicsScene):
         self.layout: Layout | None = None
         self._scale = LogColorScale()
         self._fixed_range = False
+        self.marks_layer = MarkLayer(self)
+        self.values = ShownValues()
         self._clear_data()
         self._node_painter = NodePainter(self)
         self.fonts = {"label": style.label_font(), "small": style.small_font(), "header": style.header_font(),
-                      "edge": style.font(style.SMALL_PX - 0, 400)}
+                      "edge": style.font(style.SMALL_PX, 400)}
         self._apply_theme()
 
     # -- state -------------------------------------------------------------------------
@@ -90,13 +78,13 @@ class GraphScene(QGraphicsScene):
         self.items_by_id: dict[str, NodeItem] = {}
         self.node_batches: list[NodeBatch] = []
         self.batch_of: list[NodeBatch] = []
-        self.edge_batches: list[EdgeBatch] = []
-        self.edge_paths: dict[tuple, QPainterPath] = {}
+        self.edge_batches: list = []
+        self.edge_paths: dict[tuple, object] = {}
+        self.frames: list[Frame] = []
         self.selected: set[int] = set()
         self.hl_nodes: set[int] = set()
         self._dim: set[int] | None = None
-        self._overlays: dict[str, QGraphicsItem] = {}
-        self._badges: dict[str, list[QGraphicsItem]] = {}
+        self.marks_layer.reset()
         self._rect = QRectF()
 
     def _apply_theme(self) -> None:
@@ -119,13 +107,12 @@ class GraphScene(QGraphicsScene):
     def set_theme(self, theme: str | style.Theme) -> None:
         self.theme = style.theme(theme)
         self._apply_theme()
-        for overlay in self._overlays.values():
-            if isinstance(overlay, QGraphicsPathItem):
-                overlay.setPen(self._overlay_pen(overlay.data(0)))
+        self.marks_layer.apply_theme()
 
     # -- building -----------------------------------------------------------------------
     def set_graph(self, graph: nx.DiGraph, layout: Layout) -> None:
-        """Replace the scene's content by ``graph`` drawn at ``layout``'s positions."""
+        """Replace the scene's content by ``graph`` drawn at ``layout``'s positions; the
+        values shown become the graph's own (its traced step and loss)."""
         self._clear_data()  # first: removing items may report selection changes
         self.clear()
         self.graph, self.layout = graph, layout
@@ -143,25 +130,32 @@ class GraphScene(QGraphicsScene):
             self.reachable.append(attrs.get("reachable", True) is not False)
             self.norms.append(attrs.get("grad_norm"))
             self._lines.append(style.node_lines(nid, attrs))
+        g = graph.graph
+        loss = g.get("loss") if isinstance(g.get("loss"), (int, float)) else None
+        self.values = ShownValues("traced", g.get("step"), loss, g.get("step"))
         if not self._fixed_range:
             self._scale = LogColorScale(*auto_range(self.norms))
         self._compute_colors()
-        self._build_nodes(graph)
-        self._build_edges(graph, layout)
-        self._rect = self._bounds().adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN)
+        self._build_nodes()
+        build_edges(self, graph, layout)
+        self.frames = build_frames(graph, self.index, self.rects)
+        bounds = self._bounds()
+        if self.frames:
+            self.addItem(FrameItem(self, self.frames))
+            for frame in self.frames:
+                bounds = bounds.united(frame.path.boundingRect())
+        self._rect = bounds.adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN)
         self.setSceneRect(self._rect)
         self.colorScaleChanged.emit(self._scale)
+        self.marksChanged.emit([])
 
     def _bounds(self) -> QRectF:
-        if not self.rects:
-            return QRectF(0, 0, 1, 1)
-        xs0 = min(r.left() for r in self.rects)
-        ys0 = min(r.top() for r in self.rects)
-        xs1 = max(r.right() for r in self.rects)
-        ys1 = max(r.bottom() for r in self.rects)
-        return QRectF(xs0, ys0, xs1 - xs0, ys1 - ys0)
+        rect = QRectF(self.rects[0]) if self.rects else QRectF(0, 0, 1, 1)
+        for r in self.rects[1:]:
+            rect = rect.united(r)
+        return rect
 
-    def _build_nodes(self, graph: nx.DiGraph) -> None:
+    def _build_nodes(self) -> None:
         add = self.addItem
         for i, (nid, rect) in enumerate(zip(self.ids, self.rects)):
             item = NodeItem(nid, i, rect)  # tooltips come from helpEvent, not 11k setToolTip calls
@@ -180,43 +174,6 @@ class GraphScene(QGraphicsScene):
             self.node_batches.append(batch)
             for i in chunk:
                 self.batch_of[i] = batch
-
-    def _build_edges(self, graph: nx.DiGraph, layout: Layout) -> None:
-        entries = []
-        for (u, v), pts in layout.edges.items():
-            if len(pts) >= 2 and u in self.index and v in self.index:
-                attrs = graph.edges[u, v] if graph.has_edge(u, v) else {}
-                entries.append((min(p[1] for p in pts), u, v, pts, attrs))
-        entries.sort(key=lambda e: e[0])
-        seen_labels: set[tuple] = set()
-        for start in range(0, len(entries), EDGES_PER_BATCH):
-            curves, lines, arrows = QPainterPath(), QPainterPath(), QPainterPath()
-            labels: list[tuple[QPointF, str]] = []
-            for _, u, v, pts, attrs in entries[start:start + EDGES_PER_BATCH]:
-                path = edge_path(pts)
-                self.edge_paths[(u, v)] = path
-                curves.addPath(path)
-                lines.moveTo(*pts[0])
-                for p in pts[1:]:
-                    lines.lineTo(*p)
-                x1, y1 = pts[-1]
-                arrows.addPolygon(_arrow(x1, y1))
-                text = shape_text(attrs.get("shape"))
-                if text and text != "scalar":
-                    x0, y0 = pts[0]
-                    key = (round(x0), round(y0), text)  # fan-out: one label per source, not per edge
-                    if key not in seen_labels:
-                        seen_labels.add(key)
-                        # put the label on the side the curve does not head to
-                        heads_right = pts[1][0] > x0 + 1
-                        lx = x0 - 5 - style.text_width(text, style.SMALL_PX, 400) if heads_right else x0 + 5
-                        labels.append((QPointF(lx, y0 + 13), text))
-            rect = curves.boundingRect().united(arrows.boundingRect()).adjusted(-2, -2, 2, 2)
-            for point, text in labels:
-                rect = rect.united(QRectF(point.x() - 2, point.y() - 11, 8 + 6.5 * len(text), 14))
-            batch = EdgeBatch(self, rect, curves, lines, arrows, labels)
-            self.addItem(batch)
-            self.edge_batches.append(batch)
 
     # -- colours -------------------------------------------------------------------------
     def _compute_colors(self) -> None:
@@ -254,8 +211,11 @@ class GraphScene(QGraphicsScene):
             self._scale = LogColorScale(lo, hi)
         self._recolor()
 
-    def set_norms(self, norms: Mapping[str, float | None]) -> None:
-        """New gradient norms for some nodes (live colours); unknown ids are ignored."""
+    def set_norms(self, norms: Mapping[str, float | None], step: int | None = None,
+                  source: str = "live") -> None:
+        """New gradient norms for some nodes (live colours) from ``step`` of ``source``
+        ('training', 'recorded'); unknown ids are ignored."""
+        self.values.source, self.values.norms_step = source, step
         index = self.index
         for nid, value in norms.items():
             i = index.get(nid)
@@ -275,6 +235,13 @@ class GraphScene(QGraphicsScene):
         self.colorScaleChanged.emit(self._scale)
 
     # -- text ----------------------------------------------------------------------------
+    def set_loss(self, value: float | None, step: int | None = None) -> None:
+        """The loss shown on the loss node(s) and in an export's header, from ``step``."""
+        self.values.loss, self.values.loss_step = value, step
+        for i, kind in enumerate(self.kinds):
+            if kind == "loss":
+                self.set_second_line(self.ids[i], number(value) if value is not None else "")
+
     def set_second_line(self, nid: str, text: str) -> None:
         """Replace a node's second line (e.g. the loss node's value while training); the box
         keeps its size, the text is elided to it."""
@@ -323,13 +290,13 @@ class GraphScene(QGraphicsScene):
         """Emphasise ``nodes`` and ``edges``; everything else is faded."""
         self.hl_nodes = {self.index[n] for n in nodes if n in self.index}
         self._dim = set(range(len(self.ids))) - self.hl_nodes
-        self._set_overlay("highlight", self._edges_path(edges), z=1.5)
+        self.marks_layer.highlight(edges)
         self._repaint_all()
 
     def clear_highlight(self) -> None:
         self.hl_nodes = set()
         self._dim = None
-        self._set_overlay("highlight", None)
+        self.marks_layer.highlight(())
         self._repaint_all()
 
     def mark_edges(self, edges: Iterable[tuple[str, str]], style_name: str = "broken") -> None:
@@ -337,67 +304,45 @@ class GraphScene(QGraphicsScene):
 
         An edge the layout does not have (e.g. a graph cut) is drawn straight between boxes.
         """
-        self._set_overlay(f"mark:{style_name}", self._edges_path(edges, straight_missing=True), z=1.6)
+        self.marks_layer.mark_edges(edges, style_name)
 
     def mark_nodes(self, ids: Iterable[str], style_name: str = "nan-origin") -> None:
         """Put a badge on each node ('nan-origin': red '!'); an empty list clears that style."""
-        for badge in self._badges.pop(style_name, []):
-            self.removeItem(badge)
-        badges = []
-        color = MARK_COLORS.get(style_name, "#dc2626")
-        for nid in ids:
-            i = self.index.get(nid)
-            if i is None:
-                continue
-            badge = Badge(color, "!" if style_name in ("nan-origin", "error", "warning") else "•")
-            badge.setPos(self.rects[i].topRight())
-            badge.setToolTip(style_name)
-            self.addItem(badge)
-            badges.append(badge)
-        self._badges[style_name] = badges
+        self.marks_layer.mark_nodes(ids, style_name)
 
     def clear_marks(self) -> None:
-        for name in [k for k in self._overlays if k.startswith("mark:")]:
-            self._set_overlay(name, None)
-        for name in list(self._badges):
-            self.mark_nodes([], name)
+        self.marks_layer.clear_marks()
 
-    # -- overlays ------------------------------------------------------------------------
-    def _edges_path(self, edges: Iterable[tuple[str, str]], straight_missing: bool = False) -> QPainterPath | None:
-        path = QPainterPath()
-        for u, v in edges:
-            got = self.edge_paths.get((u, v))
-            if got is not None:
-                path.addPath(got)
-            elif straight_missing and u in self.index and v in self.index:
-                a, b = self.rects[self.index[u]], self.rects[self.index[v]]
-                path.addPath(edge_path([(a.center().x(), a.bottom()), (b.center().x(), b.top())]))
-        return None if path.isEmpty() else path
+    def marks(self) -> Marks:
+        """The diagnosis marks drawn now (ids of this scene's graph)."""
+        return self.marks_layer.marks()
 
-    def _overlay_pen(self, name: str) -> QPen:
-        if name and name.startswith("mark:"):
-            which = name[5:]
-            color = self.theme.color("broken") if which in ("broken", "cut") else QColor(
-                MARK_COLORS.get(which, self.theme.broken))
-            pen = QPen(color, 2.2, Qt.DashLine)
-        else:
-            pen = QPen(self.theme.color("accent"), 2.6)
-        pen.setCapStyle(Qt.RoundCap)
-        return pen
+    def apply_marks(self, marks: Marks) -> None:
+        for style_name, edges in marks.edges.items():
+            self.mark_edges(edges, style_name)
+        for style_name, ids in marks.nodes.items():
+            self.mark_nodes(ids, style_name)
 
-    def _set_overlay(self, name: str, path: QPainterPath | None, z: float = 1.5) -> None:
-        old = self._overlays.pop(name, None)
-        if old is not None:
-            self.removeItem(old)
-        if path is None:
-            return
-        item = QGraphicsPathItem(path)
-        item.setData(0, name)
-        item.setPen(self._overlay_pen(name))
-        item.setZValue(z)
-        item.setAcceptedMouseButtons(Qt.NoButton)
-        self.addItem(item)
-        self._overlays[name] = item
+    def shown_state(self, region: str = "whole graph") -> ShownState:
+        """What the scene shows besides the graph, for an export's header and legend."""
+        g = self.graph if self.graph is not None else nx.DiGraph()
+        collapsed = [g.nodes[k].get("module", "") for k, kind in zip(self.keys, self.kinds) if kind == "group"]
+        return ShownState(g.graph.get("script"), ShownValues(**vars(self.values)), len(self.ids), collapsed,
+                          len(self.frames), self.marks().counts(), (self._scale.lo, self._scale.hi),
+                          self._fixed_range, region)
+
+    @contextmanager
+    def exporting(self) -> Iterator[None]:
+        """Paint as an export: every label at any scale; no selection or hover highlight
+        (they are the pointer's state, not the graph's)."""
+        saved = (self.force_detail, self.selected, self.hl_nodes, self._dim)
+        self.force_detail, self.selected, self.hl_nodes, self._dim = True, set(), set(), None
+        self.marks_layer.set_highlight_visible(False)
+        try:
+            yield
+        finally:
+            self.force_detail, self.selected, self.hl_nodes, self._dim = saved
+            self.marks_layer.set_highlight_visible(True)
 
     def _repaint_all(self) -> None:
         for batch in self.node_batches:
@@ -437,25 +382,6 @@ class GraphScene(QGraphicsScene):
         nid = self.node_at(event.scenePos())
         if nid is not None and event.button() == Qt.LeftButton:
             self.nodeDoubleClicked.emit(nid)
-
-
-def edge_path(points: list[tuple[float, float]]) -> QPainterPath:
-    """Smooth curve through the layout's points: each segment is a cubic leaving and
-    entering vertically (data flows down), ending ``ARROW_LEN`` short for the arrowhead."""
-    path = QPainterPath(QPointF(*points[0]))
-    last = len(points) - 2
-    for k, ((x0, y0), (x1, y1)) in enumerate(zip(points, points[1:])):
-        if k == last:
-            y1 -= ARROW_LEN if y1 > y0 else -ARROW_LEN
-        dy = (y1 - y0) * 0.5
-        path.cubicTo(x0, y0 + dy, x1, y1 - dy, x1, y1)
-    return path
-
-
-def _arrow(x: float, y: float):
-    from PySide6.QtGui import QPolygonF
-    return QPolygonF([QPointF(x, y), QPointF(x - ARROW_HALF_W, y - ARROW_LEN - 0.5),
-                      QPointF(x + ARROW_HALF_W, y - ARROW_LEN - 0.5)])
 
 
 def _tooltip(nid: str, attrs: dict) -> str:

@@ -1,25 +1,24 @@
 """Look of the graph: themes, fonts, and the box size of each node kind.
 
-Box sizes are measured here (with the same fonts the scene paints with) and handed to
-the layout engine as ``width``/``height``, so labels fit their boxes. Use
-``layout_graph(graph)`` instead of calling ``gradviz.core.layout.layout`` directly
-when the result is meant for ``GraphScene``.
+Box sizes are measured here with the fonts the scene paints with (this thread's metrics,
+``render.metrics``) and handed to the layout engine as an input (``layout(graph,
+sizes=...)``): data flows one way, render -> core layout -> render scene. Use
+``layout_graph(graph)`` to lay out a graph meant for ``GraphScene``.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Hashable
 
 import networkx as nx
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor, QFont, QFontMetricsF
+from PySide6.QtGui import QColor, QFont
 
-from gradviz.core.export import shape_text
-from gradviz.render.qtcompat import ensure_app
+from gradviz.core.formatting import number, shape_text
+from gradviz.render import metrics
 
-FONT_FAMILIES = ["Inter", "Segoe UI", "Helvetica Neue", "Helvetica", "Arial", "Liberation Sans", "DejaVu Sans"]
 LABEL_PX = 12          # primary text of a box
 SMALL_PX = 10          # shapes, module types, counts
 MAX_TEXT_W = 210.0     # longer labels are elided (full text in the tooltip)
@@ -68,12 +67,9 @@ def theme(name_or_theme: str | Theme | None) -> Theme:
 
 @lru_cache(maxsize=None)
 def font(px: int, weight: int = 400) -> QFont:
-    f = QFont()
-    f.setFamilies(FONT_FAMILIES)
-    f.setPixelSize(px)
-    f.setWeight(QFont.Weight(weight))
-    f.setHintingPreference(QFont.PreferNoHinting)  # same metrics at every zoom and in SVG/PDF
-    return f
+    """The GUI thread's font (cached; painting happens there). Other threads measure
+    with ``render.metrics``, which builds fonts of their own."""
+    return metrics.make_font(px, weight)
 
 
 def label_font() -> QFont:
@@ -88,20 +84,13 @@ def header_font() -> QFont:
     return font(LABEL_PX - 1, 600)
 
 
-@lru_cache(maxsize=None)
-def _metrics(px: int, weight: int) -> QFontMetricsF:
-    ensure_app()
-    return QFontMetricsF(font(px, weight))
-
-
-@lru_cache(maxsize=8192)
 def text_width(text: str, px: int = LABEL_PX, weight: int = 500) -> float:
-    return _metrics(px, weight).horizontalAdvance(text)
+    return metrics.text_width(text, px, weight)
 
 
 def elide(text: str, width: float, px: int = LABEL_PX, weight: int = 500,
           mode: Qt.TextElideMode = Qt.ElideRight) -> str:
-    return _metrics(px, weight).elidedText(text, mode, width)
+    return metrics.elide(text, width, px, weight, mode)
 
 
 # -- what each box says -------------------------------------------------------------
@@ -118,40 +107,40 @@ def node_lines(nid: Hashable, attrs: dict) -> tuple[str, str]:
         return label, shape_text(attrs.get("shape"))
     if kind == "loss":
         value = attrs.get("value")
-        return label, (f"{value:.4g}" if isinstance(value, (int, float)) else "")
+        return label, (number(value) if isinstance(value, (int, float)) else "")
     return label, ""
 
 
-def node_size(nid: Hashable, attrs: dict) -> tuple[float, float]:
-    """Box (width, height) for a node, from its text in the scene's fonts."""
+def box_size(nid: Hashable, attrs: dict) -> tuple[float, float]:
+    """Box (width, height) for a node, from its text in the scene's fonts, in whole pixels."""
     kind = attrs.get("kind", "op")
     primary, secondary = node_lines(nid, attrs)
     if kind == "group":
         w = max(text_width(primary, LABEL_PX - 1, 600) + 18, text_width(secondary, SMALL_PX, 400))
-        return max(MIN_W + 40, min(w, MAX_TEXT_W + 40) + 2 * PAD_X), GROUP_H
+        return float(math.ceil(max(MIN_W + 40, min(w, MAX_TEXT_W + 40) + 2 * PAD_X))), GROUP_H
     w = max(text_width(primary), text_width(secondary, SMALL_PX, 400) if secondary else 0.0)
     w = min(w, MAX_TEXT_W) + 2 * PAD_X
     if kind == "loss":
-        return max(w + 28, 84.0), LOSS_H
-    if kind in ("input", "leaf"):
-        w += 12  # the slanted / round ends eat into the text area
-    h = TWO_LINE_H if secondary else ONE_LINE_H
-    return max(w, MIN_W), h
+        w, h = max(w + 28, 84.0), LOSS_H
+    else:
+        if kind in ("input", "leaf"):
+            w += 12  # the slanted / round ends eat into the text area
+        w, h = max(w, MIN_W), TWO_LINE_H if secondary else ONE_LINE_H
+    return float(math.ceil(w)), h  # whole pixels: crisp edges
 
 
-def sized_graph(graph: nx.DiGraph) -> nx.DiGraph:
-    """A shallow copy of ``graph`` whose nodes carry ``width``/``height`` for the layout."""
-    out = nx.DiGraph()
-    out.graph.update(graph.graph)
-    for nid, attrs in graph.nodes(data=True):
-        w, h = node_size(nid, attrs)
-        out.add_node(nid, **{**attrs, "width": float(math.ceil(w)), "height": h})  # whole pixels: crisp edges
-    out.add_edges_from(graph.edges(data=True))
-    return out
+def box_sizes(graph: nx.DiGraph) -> dict[Hashable, tuple[float, float]]:
+    """``box_size`` of every node: the ``sizes`` input of ``gradviz.core.layout.layout``."""
+    return {nid: box_size(nid, attrs) for nid, attrs in graph.nodes(data=True)}
 
 
 def layout_graph(graph: nx.DiGraph, options: Any = None):
     """``gradviz.core.layout.layout`` with box sizes that fit the scene's text."""
     from gradviz.core.layout import LayoutOptions, layout
+    from gradviz.render.frames import LABEL_STEP, nesting_height
 
-    return layout(sized_graph(graph), options or LayoutOptions())
+    opts = options or LayoutOptions()
+    levels = nesting_height(graph)   # nested module frames stack their labels between layers
+    if levels > 1:
+        opts = replace(opts, layer_gap=opts.layer_gap + LABEL_STEP * (levels - 1))
+    return layout(graph, opts, sizes=box_sizes(graph))
