@@ -137,7 +137,6 @@ def test_search_finds_and_centres_hits(qtbot, window):
 
 
 def test_export_writes_png_svg_pdf(qtbot, window, tmp_path):
-    pytest.importorskip("gradviz.render.image_export")
     open_and_wait(qtbot, window, MLP)
     png = window.export_to(tmp_path / "g.png", scale=1.0, dpi=96)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

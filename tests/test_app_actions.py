@@ -2,10 +2,6 @@
 and the window layout kept between sessions."""
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("PySide6")
-
 from PySide6.QtCore import QMimeData, QPoint, QPointF, QSettings, Qt, QUrl  # noqa: E402
 from PySide6.QtGui import QDragEnterEvent, QDropEvent, QGuiApplication  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402

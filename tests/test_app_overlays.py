@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("PySide6")
 
 from test_app_support import MLP, TRANSFORMER, change_view, open_and_wait
 

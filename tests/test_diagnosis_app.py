@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pytestqt")
 
 import gradviz.app  # noqa: E402,F401  (PySide6 workaround first)
 from PySide6.QtCore import QObject, QSettings, Qt, Signal  # noqa: E402

@@ -2,10 +2,6 @@
 import gc
 import threading
 
-import pytest
-
-pytest.importorskip("pytestqt")
-
 import gradviz.app  # noqa: E402,F401  (PySide6 workaround first)
 
 

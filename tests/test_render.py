@@ -11,7 +11,6 @@ from gradviz.cli.main import main
 from gradviz.core.colors import NAN_RGB, NO_GRAD_RGB, luminance
 from gradviz.core.trace import trace
 
-pytest.importorskip("PySide6.QtWidgets")
 from PySide6.QtCore import QRectF, Qt  # noqa: E402
 from PySide6.QtGui import QImage, QPainter  # noqa: E402
 from PySide6.QtWidgets import QGraphicsView  # noqa: E402

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("PySide6")
-pytest.importorskip("pytestqt")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -238,23 +237,6 @@ def test_modules_table_has_grad_norms():
     assert table["encoder.0"]["grad_norm"] == pytest.approx(expect.item(), rel=1e-5)
     assert table["encoder.0"]["type"] == "Block" and table["encoder.0"]["parent"] == "encoder"
     assert table[""]["numel"] == sum(p.numel() for p in model.parameters())
-
-
-def test_import_gradviz_does_not_load_qt():
-    code = ("import sys, gradviz; g = gradviz.trace(sys.argv[1]); "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('PySide6', 'pyqtgraph', 'shiboken6')]; "
-            "print(bad); sys.exit(1 if bad else 0)")
-    result = subprocess.run([sys.executable, "-c", code, str(SCRIPTS / "tiny_linear.py")],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_engine_modules_do_not_import_qt():
-    core = Path(gradviz.__file__).parent / "core"
-    offenders = [p for p in core.rglob("*.py")
-                 if any(line.lstrip().startswith(("import PySide6", "from PySide6", "import pyqtgraph", "from pyqtgraph"))
-                        for line in p.read_text().splitlines())]
-    assert offenders == []
 
 
 def test_graph_attributes_are_json_serialisable_after_cleanup():

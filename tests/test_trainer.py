@@ -254,7 +254,6 @@ def test_cli_exit_codes(tmp_path):
 def test_lazy_rows_equal_finished_rows_and_batch_columns(clip):
     """Trainer.step's rows are built on first read; built one by one or in one batch
     (the training worker), they hold exactly what StepStats.finish gives."""
-    pytest.importorskip("PySide6")
     from gradviz.app.training.worker import _lazy_columns, rows_to_columns
     from gradviz.core.trainer import LazyRow
 

@@ -9,7 +9,6 @@ import textwrap
 import numpy as np
 import pytest
 
-pytest.importorskip("pytestqt")
 
 import gradviz.app  # noqa: E402,F401  (PySide6 workaround first)
 

@@ -17,6 +17,8 @@ import logging
 import sys
 from pathlib import Path
 
+from gradviz.cli import guard
+
 log = logging.getLogger(__name__)
 FORMATS = (".json", ".png")
 
@@ -103,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
               f"but f(x) - f(baseline) = {c.output_delta:.6g} ({100 * c.rel_error:.2f} % off, more than 1 %); "
               f"raise --steps (now {result.steps})", file=sys.stderr)
     if out is None:
-        print(report(result))
+        print(report(result), file=guard.out())
         return 0
     try:
         if out.suffix.lower() == ".json":
@@ -116,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot write {out}: {exc.strerror or exc}")
-    print(f"wrote {out} ({result.method}, target {result.target}, {result.passes} passes in {result.seconds:.2f} s)")
+    print(f"wrote {out} ({result.method}, target {result.target}, {result.passes} passes in {result.seconds:.2f} s)",
+          file=guard.out())
     return 0
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+from gradviz.cli.guard import out
 
 ICONS = {"error": ("✖", "x"), "warning": ("⚠", "!"), "info": ("ℹ", "i")}
 
@@ -28,7 +28,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 def _icon(severity: str) -> str:
     fancy, plain = ICONS.get(severity, ("?", "?"))
-    enc = (getattr(sys.stdout, "encoding", None) or "").lower()
+    enc = (getattr(out(), "encoding", None) or "").lower()
     return fancy if "utf" in enc else plain
 
 
@@ -70,7 +70,7 @@ def run(args) -> int:
 
     report = check_report(args.script, steps=max(0, args.steps), gradcheck=not args.no_gradcheck)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps(report.to_dict(), indent=2), file=out())
     else:
-        print(format_report(report))
+        print(format_report(report), file=out())
     return exit_status(report.findings)

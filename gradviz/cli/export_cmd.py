@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from gradviz.cli import guard
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("export", help="trace a model script and write its graph (json, graphml, dot, svg, png, pdf)",
@@ -106,9 +108,9 @@ def run(args: argparse.Namespace) -> int:
     n = graph.number_of_nodes()
     shown = f", collapsed to depth {depth}" if depth is not None else ""
     if summary:
-        print(summary)
+        print(summary, file=guard.out())
     print(f"wrote {out} ({n:,} nodes{shown}) in {done - start:.2f} s "
-          f"(trace {traced - start:.2f} s, export {done - traced:.2f} s)")
+          f"(trace {traced - start:.2f} s, export {done - traced:.2f} s)", file=guard.out())
     if result.note:
-        print(f"note: {result.note}")
+        print(f"note: {result.note}", file=guard.out())
     return 0

@@ -10,6 +10,8 @@ import argparse
 import json
 import sys
 
+from gradviz.cli.guard import out
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("gradcheck", help="compare autograd with numerical gradients (float64, on a copy)",
@@ -60,7 +62,7 @@ def run(args) -> int:
     except ScriptError as exc:
         if args.json:
             print(json.dumps({"script": args.script, "ok": False, "error": str(exc), "code": exc.code,
-                              "location": exc.location}))
+                              "location": exc.location}), file=out())
         else:
             print(f"gradviz gradcheck: {exc}", file=sys.stderr)
         return 2
@@ -69,7 +71,7 @@ def run(args) -> int:
         return 2
     if args.json:
         from gradviz.core.formatting import json_safe
-        print(json.dumps(json_safe({"script": args.script, **report.to_dict()}), indent=2))
+        print(json.dumps(json_safe({"script": args.script, **report.to_dict()}), indent=2), file=out())
     else:
-        print(format_report(args.script, report))
+        print(format_report(args.script, report), file=out())
     return 0 if report.ok else 1

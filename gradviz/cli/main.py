@@ -1,8 +1,9 @@
 """Entry point of ``gradviz`` and ``python -m gradviz``.
 
 Each sub-command lives in ``gradviz/cli/<name>_cmd.py`` and exposes
-``add_parser(subparsers)`` and ``run(args) -> int``. Without a sub-command the
-desktop app starts (Qt is imported only then).
+``add_parser(subparsers)`` and ``run(args) -> int``; every one runs under the one guard
+(``cli/guard.py``: exit statuses, stdout routing, ``--timeout``, Ctrl-C). Without a
+sub-command the desktop app starts (Qt is imported only then).
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import argparse
 import importlib
 import sys
 
-# sub-command name -> module; a module not written yet is simply not offered
+from gradviz.cli.options import USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
+
 SUBCOMMANDS = {
     "export": "gradviz.cli.export_cmd",
     "check": "gradviz.cli.check_cmd",
@@ -20,25 +22,29 @@ SUBCOMMANDS = {
     "native": "gradviz.cli.native_cmd",
     "attribute": "gradviz.cli.attribute_cmd",
 }
+GLOBAL_FLAGS = ("-v", "--verbose")
 
 
-def _available() -> dict[str, object]:
-    found = {}
-    for name, module_name in SUBCOMMANDS.items():
-        try:
-            found[name] = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-    return found
+def version_text() -> str:
+    """``gradviz X (torch Y, Python Z)`` without importing torch (that takes a second)."""
+    from importlib import metadata
+
+    import gradviz
+
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    return f"gradviz {gradviz.__version__} (torch {torch_version}, Python {sys.version.split()[0]})"
 
 
-def build_parser(commands: dict[str, object]) -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gradviz", description="See and debug backpropagation in PyTorch.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in commands.values():
-        module.add_parser(sub)
+    for name, module_name in SUBCOMMANDS.items():
+        importlib.import_module(module_name).add_parser(sub)
+        add_common_options(sub.choices[name], runs_user_code=name in USER_CODE_COMMANDS)
     return parser
 
 
@@ -48,21 +54,48 @@ def app_parser() -> argparse.ArgumentParser:
         "Sub-commands: " + ", ".join(SUBCOMMANDS) + " (gradviz COMMAND --help).")
     parser.add_argument("script", nargs="?", help="model script or run file to open")
     parser.add_argument("--screenshot", metavar="PATH.png",
-                        help="open the window, wait for the graph, save a grab of it and exit")
+                        help="open the window, wait for the graph, save a grab of it and exit "
+                             "(works without a display: Qt then draws offscreen)")
     parser.add_argument("--size", default="1400x900", help="window size for --screenshot (WxH)")
+    parser.add_argument("--version", action="version", version=version_text())
+    add_common_options(parser, runs_user_code=False)
     return parser
 
 
+def _split_global_flags(argv: list[str]) -> tuple[bool, list[str]]:
+    """``--verbose`` given before the sub-command name, and the rest."""
+    verbose = False
+    while argv and argv[0] in GLOBAL_FLAGS:
+        verbose = True
+        argv = argv[1:]
+    return verbose, argv
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from gradviz.cli.guard import run_guarded
+
+    module = importlib.import_module(SUBCOMMANDS[args.command])
+    runs_user_code = args.command in USER_CODE_COMMANDS
+
+    def setup() -> None:
+        prepare(args)          # before the script runs: it may chdir at import
+        if runs_user_code:
+            import torch  # noqa: F401 - a second or more: not part of the script's --timeout
+
+    return run_guarded(args.command, lambda: module.run(args), setup=setup,
+                       script=lambda: getattr(args, "script", None),
+                       as_json=bool(getattr(args, "json", False)), timeout=getattr(args, "timeout", None),
+                       user_code=runs_user_code)
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    verbose, argv = _split_global_flags(list(sys.argv[1:] if argv is None else argv))
     if argv and argv[0] in SUBCOMMANDS:
-        commands = _available()
-        if argv[0] not in commands:
-            print(f"gradviz: the '{argv[0]}' command is not available in this build", file=sys.stderr)
-            return 2
-        args = build_parser(commands).parse_args(argv)
-        return int(commands[args.command].run(args) or 0)
+        args = build_parser().parse_args(argv)
+        configure_logging(verbose or getattr(args, "verbose", False))
+        return run_command(args)
     args = app_parser().parse_args(argv)
+    configure_logging(verbose or getattr(args, "verbose", False))
     from gradviz.app.launch import run_app  # Qt loads here, and only here
 
     return run_app(script=args.script, screenshot=args.screenshot, size=args.size)

@@ -11,6 +11,10 @@ import math
 import sys
 import time
 
+from gradviz.cli import guard
+from gradviz.cli.options import UsageError
+from gradviz.core.interrupts import Interrupted
+
 
 def add_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model script headless, printing loss and gradient norms",
@@ -39,10 +43,10 @@ def _num(x: float) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gradviz.core.script import ScriptError, load_script
+    from gradviz.core.script import load_script  # a ScriptError goes to the CLI's guard: message + JSON
     from gradviz.core.trainer import NonFiniteLossError, TrainConfig, Trainer
 
-    out = sys.stdout
+    out = guard.out()   # the real stdout: the script's own prints go to stderr
     try:
         script = load_script(args.script)
         config = TrainConfig(device=args.device, optimizer=args.optimizer, lr=args.lr, schedule=args.schedule,
@@ -50,12 +54,8 @@ def run(args: argparse.Namespace) -> int:
                              zero_grad_every_step=not args.no_zero_grad, amp=args.amp, seed=args.seed,
                              node_sample_interval_s=None)
         trainer = Trainer(script, config)
-    except ScriptError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    except ValueError as exc:
-        print(f"gradviz train: {exc}", file=sys.stderr)
-        return 2
+    except ValueError as exc:   # a configuration the trainer refuses: the guard prints it (and JSON)
+        raise UsageError(str(exc)) from None
 
     every = max(1, args.every)
     start = time.perf_counter()
@@ -80,19 +80,12 @@ def run(args: argparse.Namespace) -> int:
                           f"lr {row['lr']:.3g}  {rate:.1f} steps/s", file=out, flush=True)
     except NonFiniteLossError as exc:
         status, error = 1, exc
-    except ScriptError as exc:
-        print(str(exc), file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        status, error = 130, "interrupted"
+    except Interrupted as exc:    # Ctrl-C (the guard's): a summary of the steps done, then exit 130
+        status, error = 130, exc
     elapsed = time.perf_counter() - start
     metrics: dict[str, float] = {}
     if status == 0:
-        try:
-            metrics = trainer.evaluate()
-        except ScriptError as exc:
-            print(str(exc), file=sys.stderr)
-            return 2
+        metrics = trainer.evaluate()
     summary = {"summary": True, "script": str(script.path), "steps": trainer.step_index,
                "device": str(trainer.device), "final_loss": _num(last["loss"]) if last else None,
                "grad_norm": _num(last["grad_norm"]) if last else None, "metrics": metrics,

@@ -6,26 +6,28 @@ A model script is a plain Python file run as its own module (its folder on
 """
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 import importlib.util
+import inspect
 import os
 import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 import torch
 from torch import nn
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.interrupts import Stopped, describe_exception
+from gradviz.core.locations import is_user_file, user_frame_of  # noqa: F401 - re-exported (capture, diagnosis)
 
 REQUIRED = ("model", "batch", "loss_fn")
 
-_TORCH_DIR = os.path.dirname(torch.__file__)
-_GRADVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class ScriptError(GradvizError):
@@ -55,28 +57,6 @@ class ScriptError(GradvizError):
         return f"{self.location}: {self.message}" if self.location else self.message
 
 
-def is_user_file(filename: str) -> bool:
-    """True for code the user wrote: not torch, not gradviz, not the standard library."""
-    if not filename or filename.startswith("<"):
-        return False
-    filename = os.path.abspath(filename)
-    if filename.startswith((_TORCH_DIR, _GRADVIZ_DIR)):
-        return False
-    return "site-packages" not in filename and not filename.startswith(_STDLIB_DIR)
-
-
-_STDLIB_DIR = os.path.dirname(os.__file__)
-
-
-def user_frame_of(tb: TracebackType | None) -> tuple[str, int] | None:
-    """The innermost traceback frame that lies in user code."""
-    found = None
-    for frame, lineno in traceback.walk_tb(tb):
-        if is_user_file(frame.f_code.co_filename):
-            found = (frame.f_code.co_filename, lineno)
-    return found
-
-
 def error_from_exception(exc: BaseException, what: str, code: str,
                          fallback: tuple[str, int] | None = None) -> ScriptError:
     """Wrap an exception raised by user code, pointing at the user's line."""
@@ -87,13 +67,30 @@ def error_from_exception(exc: BaseException, what: str, code: str,
         where = (exc.filename, exc.lineno or 0)
     where = where or user_frame_of(exc.__traceback__) or fallback
     details = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    message = f"{what}: {type(exc).__name__}: {exc}"
     path, line = where if where else (None, None)
-    return ScriptError(message, path=path, line=line, code=code, details=details)
+    return ScriptError(f"{what}: {describe_exception(exc)}", path=path, line=line, code=code, details=details)
+
+
+def call_user(fn: Any, *args: Any, what: str, code: str, site: tuple[str, int] | None = None) -> Any:
+    """``fn(*args)``; anything it raises (``sys.exit()`` included) becomes a ScriptError at the user's line.
+
+    Only gradviz's own stops (timeout, Ctrl-C: ``core/interrupts.py``) pass through unchanged.
+    """
+    try:
+        return fn(*args)
+    except Stopped:
+        raise
+    except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        raise error_from_exception(exc, what, code, site) from None
 
 
 def definition_site(obj: Any) -> tuple[str, int] | None:
     """file:line where a user's function or class was defined."""
+    if isinstance(obj, type):  # a class: its `class` line (its __call__ is type's or torch's, not the user's)
+        try:
+            return inspect.getsourcefile(obj) or "", inspect.getsourcelines(obj)[1]
+        except (OSError, TypeError):
+            return None
     code = getattr(obj, "__code__", None) or getattr(getattr(obj, "__call__", None), "__code__", None)
     if code is not None:
         return code.co_filename, code.co_firstlineno
@@ -115,28 +112,52 @@ class ModelScript:
     def attr(self, name: str) -> Any:
         return getattr(self.module, name, None)
 
-    def new_model(self) -> nn.Module:
-        """A fresh model: calls ``model()`` or deep-copies a module instance."""
+    def new_model(self, *, allow_meta: bool = False) -> nn.Module:
+        """A fresh model: calls ``model()`` or deep-copies a module instance.
+
+        A model with tensors on the meta device (no values) is refused unless ``allow_meta``
+        (structure-only tracing asks for it).
+        """
         spec = self.module.model
         if isinstance(spec, nn.Module):
             # a module object cannot be re-created; copy so callers never share state
-            return copy.deepcopy(spec)
-        try:
-            model = spec()
-        except Exception as exc:
-            raise error_from_exception(exc, "model() raised", "script-error", definition_site(spec))
-        if not isinstance(model, nn.Module):
-            raise ScriptError(f"model() must return a torch.nn.Module, got {type(model).__name__}",
-                              **self._site(spec))
+            model = self._copy_instance(spec)
+        else:
+            model = call_user(spec, what="model() raised", code="script-error", site=definition_site(spec))
+            if not isinstance(model, nn.Module):
+                raise ScriptError(f"model() must return a torch.nn.Module, got {type(model).__name__}",
+                                  **self._site(spec))
+        if not allow_meta:
+            self._require_values(model)
         return model
+
+    def _copy_instance(self, instance: nn.Module) -> nn.Module:
+        try:
+            return copy.deepcopy(instance)
+        except Exception as exc:  # a lock, an open file, a C handle: not copyable
+            raise ScriptError(
+                f"`model` is a {type(instance).__name__} instance that cannot be copied ({type(exc).__name__}: "
+                f"{exc}); gradviz copies it so every run starts from the same weights. Define `model` as a "
+                f"function or class that builds a new one (e.g. `model = {type(instance).__name__}`).",
+                path=str(self.path), line=assignment_line(self.path, "model"), details=traceback.format_exc()) \
+                from None
+
+    def _require_values(self, model: nn.Module) -> None:
+        meta = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+        if meta:
+            spec = self.module.model
+            path, line = ((str(self.path), assignment_line(self.path, "model")) if isinstance(spec, nn.Module)
+                          else self._where(spec))
+            raise ScriptError(
+                f"{len(meta)} parameter(s)/buffer(s) of the model are on the meta device ({', '.join(meta[:3])}"
+                f"{', ...' if len(meta) > 3 else ''}): they have shapes but no values, so there are no gradients "
+                "to show. Build the model on a real device (or call model.to_empty(device='cpu') and load the "
+                "weights).", path=path, line=line)
 
     def get_batch(self, step: int = 0) -> tuple[tuple[Any, ...], Any]:
         """``batch(step)`` checked to be ``(inputs, targets)``; inputs as a tuple."""
         fn = self.module.batch
-        try:
-            result = fn(step)
-        except Exception as exc:
-            raise error_from_exception(exc, f"batch({step}) raised", "script-error", definition_site(fn))
+        result = call_user(fn, step, what=f"batch({step}) raised", code="script-error", site=definition_site(fn))
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             got = type(result).__name__ + (f" of length {len(result)}" if isinstance(result, (tuple, list)) else "")
             raise ScriptError(f"batch({step}) must return (inputs, targets), got {got}", **self._site(fn))
@@ -157,20 +178,12 @@ class ModelScript:
         """
         custom = self.attr("compute_loss")
         if callable(custom):
-            try:
-                return custom(model, inputs, targets)
-            except Exception as exc:
-                raise error_from_exception(exc, "compute_loss raised", "forward-error", definition_site(custom))
-        try:
-            output = model(*inputs)
-        except Exception as exc:
-            raise error_from_exception(exc, "the model's forward raised", "forward-error",
-                                       definition_site(type(model).forward))
+            return call_user(custom, model, inputs, targets, what="compute_loss raised", code="forward-error",
+                             site=definition_site(custom))
+        output = call_user(model, *inputs, what="the model's forward raised", code="forward-error",
+                           site=definition_site(type(model).forward))
         fn = self.module.loss_fn
-        try:
-            return fn(output, targets)
-        except Exception as exc:
-            raise error_from_exception(exc, "loss_fn raised", "forward-error", definition_site(fn))
+        return call_user(fn, output, targets, what="loss_fn raised", code="forward-error", site=definition_site(fn))
 
     def loss_site(self) -> tuple[str | None, int | None]:
         fn = self.attr("compute_loss") if self.has_compute_loss else self.attr("loss_fn")
@@ -189,10 +202,7 @@ class ModelScript:
         fn = self.attr("optimizer")
         if fn is None:
             return torch.optim.SGD(params, lr=0.01)
-        try:
-            return fn(params)
-        except Exception as exc:
-            raise error_from_exception(exc, "optimizer() raised", "script-error", definition_site(fn))
+        return call_user(fn, params, what="optimizer() raised", code="script-error", site=definition_site(fn))
 
     def _where(self, obj: Any) -> tuple[str | None, int | None]:
         site = definition_site(obj) if obj is not None else None
@@ -217,6 +227,20 @@ def check_loss(loss: Any, path: str | None = None, line: int | None = None) -> t
     return loss
 
 
+def assignment_line(path: str | os.PathLike, name: str) -> int | None:
+    """The line of the last top-level assignment to ``name`` in a script (None if not found)."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            line = node.lineno
+    return line
+
+
 def load_script(path: str | os.PathLike) -> ModelScript:
     """Run a model script as its own module and check it defines the contract's names."""
     path = Path(path).expanduser().resolve()
@@ -236,7 +260,7 @@ def load_script(path: str | os.PathLike) -> ModelScript:
         spec.loader.exec_module(module)
     except BaseException as exc:  # SystemExit in a script is also a failed import
         sys.modules.pop(name, None)
-        if isinstance(exc, KeyboardInterrupt):
+        if isinstance(exc, Stopped):  # gradviz's own timeout / Ctrl-C: not the script's fault
             raise
         raise error_from_exception(exc, "the script failed to import", "script-error", (str(path), 1)) from None
     missing = [n for n in REQUIRED if not hasattr(module, n)]

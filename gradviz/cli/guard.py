@@ -1,0 +1,211 @@
+"""The one guard every command runs under: what a user's script may do to the CLI, and what it may not.
+
+While a command that runs the user's code (``export``, ``check``, ``gradcheck``, ``train``) is
+running:
+
+- the user's stdout goes to stderr (Python's ``print`` and writes to file descriptor 1 from C
+  or a subprocess alike), so gradviz's own output, written to ``out()``, stays machine-readable:
+  ``--json`` prints exactly one JSON object (``train --json``: JSON lines);
+- ``--timeout SECONDS`` stops the script (SIGALRM raises ``TimedOut`` where it is; a watchdog
+  ends the process if the script swallows that or sits in C code), and Ctrl-C raises
+  ``Interrupted``; both messages name the ``file:line`` where the script was;
+- whatever escapes becomes one message and an exit status, never a traceback: a
+  ``GradvizError`` (its own message) or a failure of the user's code (``sys.exit()``, a
+  ``KeyboardInterrupt`` the script raised, an exception from a user frame) → 2, a timeout → 2,
+  Ctrl-C → 130, anything else is a bug in gradviz → 1 with a short message (``--verbose``
+  logs the traceback).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from typing import Callable, Iterator, TextIO
+
+from gradviz.core.errors import GradvizError
+from gradviz.core.interrupts import Interrupted, Stopped, TimedOut, describe_exception, where_user_code_is
+from gradviz.core.locations import user_frame_of
+
+log = logging.getLogger(__name__)
+
+__all__ = ["out", "run_guarded", "EXIT_OK", "EXIT_SCRIPT", "EXIT_BUG", "EXIT_INTERRUPTED"]
+
+EXIT_OK, EXIT_BUG, EXIT_SCRIPT, EXIT_INTERRUPTED = 0, 1, 2, 130
+WATCHDOG_GRACE_S = 5.0   # after a timeout, how long the script may ignore TimedOut before the process ends
+
+_out: TextIO | None = None
+
+
+def out() -> TextIO:
+    """Where gradviz writes its results: the real stdout, also while the user's prints go to stderr."""
+    return _out if _out is not None else sys.stdout
+
+
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[TextIO]:
+    """Send the user's stdout to stderr; yield (and serve through ``out()``) the real stdout.
+
+    At the file-descriptor level when stdout is fd 1 (C extensions, ``os.system``), else (a
+    test's ``redirect_stdout``) at the Python level only.
+    """
+    global _out
+    before = sys.stdout
+    real, saved_fd = before, None
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        before.flush()
+        if before.fileno() == 1:
+            sys.stderr.flush()
+            saved_fd = os.dup(1)
+            real = os.fdopen(saved_fd, "w", buffering=1, encoding=before.encoding, errors=before.errors)
+            os.dup2(sys.stderr.fileno(), 1)
+    _out, sys.stdout = real, sys.stderr
+    try:
+        yield real
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.flush()
+            real.flush()
+        sys.stdout, _out = before, None
+        if saved_fd is not None:
+            os.dup2(saved_fd, 1)
+            real.close()
+
+
+class _Stops:
+    """SIGINT → ``Interrupted``, SIGALRM after ``timeout`` s → ``TimedOut``, and a watchdog.
+
+    Signals can only be handled in the main thread; elsewhere (an embedding program) this
+    does nothing. A second Ctrl-C, or a script still running ``WATCHDOG_GRACE_S`` after its
+    timeout (it caught ``TimedOut``, or sits in a long C call), ends the process at once via
+    ``hard_exit``.
+    """
+
+    def __init__(self, timeout: float | None, hard_exit: Callable[[Stopped], None]) -> None:
+        self.timeout = timeout
+        self.hard_exit = hard_exit
+        self.interrupts = 0
+        self.done = threading.Event()
+        self.saved: dict[int, object] = {}
+        self.alarm = False
+
+    def __enter__(self) -> _Stops:
+        if threading.current_thread() is threading.main_thread():
+            self.saved[signal.SIGINT] = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def start_timer(self) -> None:
+        """Start counting ``timeout`` from now (after gradviz's own imports, before the script runs)."""
+        if not self.timeout or threading.current_thread() is not threading.main_thread():
+            return
+        if hasattr(signal, "setitimer"):
+            self.saved[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, self.timeout)
+            self.alarm = True
+        main = threading.main_thread().ident
+        threading.Thread(target=self._watchdog, args=(main,), name="gradviz-timeout", daemon=True).start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.done.set()
+        if self.alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        for signum, handler in self.saved.items():
+            signal.signal(signum, handler)
+
+    def _timed_out(self, location: str | None) -> TimedOut:
+        return TimedOut(location, detail=f" after {self.timeout:g} s (--timeout)")
+
+    def _on_alarm(self, signum, frame) -> None:
+        raise self._timed_out(where_user_code_is(frame))
+
+    def _on_sigint(self, signum, frame) -> None:
+        self.interrupts += 1
+        stop = Interrupted(where_user_code_is(frame))
+        if self.interrupts > 1:   # the first one did not stop it: the user insists
+            self.hard_exit(stop)
+        raise stop
+
+    def _watchdog(self, main_ident: int) -> None:
+        # without SIGALRM (Windows) this is the timeout itself; with it, the backstop
+        wait = self.timeout + (WATCHDOG_GRACE_S if hasattr(signal, "setitimer") else 0.0)
+        if self.done.wait(wait):
+            return
+        frame = sys._current_frames().get(main_ident)
+        self.hard_exit(self._timed_out(where_user_code_is(frame)))
+
+
+def _user_frame(exc: BaseException) -> str | None:
+    """``file:line`` of the innermost user frame in ``exc``'s traceback (None: it never reached user code)."""
+    found = user_frame_of(exc.__traceback__)
+    return f"{found[0]}:{found[1]}" if found else None
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    torch = sys.modules.get("torch")
+    oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    return isinstance(exc, MemoryError) or (oom is not None and isinstance(exc, oom))
+
+
+def classify(exc: BaseException) -> tuple[int, str, str, str | None]:
+    """``(exit status, code, message, location)`` for an exception that escaped a command."""
+    if isinstance(exc, TimedOut):
+        return EXIT_SCRIPT, "timeout", str(exc), exc.location
+    if isinstance(exc, Interrupted):
+        return EXIT_INTERRUPTED, "interrupted", str(exc), exc.location
+    if isinstance(exc, GradvizError):
+        location = getattr(exc, "location", None)
+        message = getattr(exc, "message", None) or str(exc)
+        return EXIT_SCRIPT, getattr(exc, "code", "error"), message, location
+    if _out_of_memory(exc):
+        return EXIT_SCRIPT, "out-of-memory", f"out of memory: {type(exc).__name__}: {exc}", _user_frame(exc)
+    location = _user_frame(exc)
+    if location is not None or isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        return EXIT_SCRIPT, "script-error", f"the script stopped gradviz: {describe_exception(exc)}", location
+    return (EXIT_BUG, "internal-error", f"internal error: {type(exc).__name__}: {exc} — this is a bug in gradviz; "
+            "please report it (run again with --verbose for the traceback)", None)
+
+
+def report(exc: BaseException, command: str, script: str | None, as_json: bool) -> int:
+    """Print one message for ``exc`` (and one JSON object with ``as_json``); return the exit status."""
+    status, code, message, location = classify(exc)
+    log.debug("%s stopped by %s", command, type(exc).__name__, exc_info=exc)  # the traceback, with --verbose
+    text = f"{location}: {message}" if location and not isinstance(exc, Stopped) else message
+    print(f"gradviz {command}: {text}", file=sys.stderr, flush=True)
+    if as_json:
+        finding = {"code": code, "severity": "error", "message": message, "params": [], "modules": [],
+                   "nodes": [], "location": location, "edges": [], "data": {}}
+        doc = {"script": script, "ok": False, "error": text, "code": code, "location": location,
+               "findings": [finding]}
+        print(json.dumps(doc), file=out(), flush=True)
+    return status
+
+
+def run_guarded(command: str, fn: Callable[[], int | None], *, setup: Callable[[], None] = lambda: None,
+                script: Callable[[], str | None] = lambda: None, as_json: bool = False,
+                timeout: float | None = None, user_code: bool = True) -> int:
+    """Run a command's ``fn``; the user's code inside it cannot break the CLI's promises (module docstring).
+
+    ``setup`` runs first, outside the ``timeout`` (checks of the arguments, gradviz's own imports);
+    ``script`` gives the script's name for the JSON error object (asked late: ``setup`` resolves it).
+    """
+    def hard_exit(stop: Stopped) -> None:
+        status = EXIT_INTERRUPTED if isinstance(stop, Interrupted) else EXIT_SCRIPT
+        with contextlib.suppress(Exception):
+            report(stop, command, script(), as_json)
+            sys.stderr.flush()
+            out().flush()
+        os._exit(status)
+
+    redirect = stdout_to_stderr() if user_code else contextlib.nullcontext()
+    try:
+        with redirect, _Stops(timeout if user_code else None, hard_exit) as stops:
+            setup()
+            stops.start_timer()
+            return int(fn() or 0)
+    except BaseException as exc:  # noqa: BLE001 - every escape becomes one message and an exit status
+        if isinstance(exc, SystemExit) and not user_code:
+            raise   # argparse-style exits of gradviz's own commands
+        return report(exc, command, script(), as_json)
