@@ -30,7 +30,7 @@ def click_node(qtbot, win, nid, double=False):
 def test_opens_sample_and_shows_graph(qtbot, window):
     open_and_wait(qtbot, window, MLP)
     doc = window.document
-    assert window.windowTitle() == "gradviz — mlp_digits.py"
+    assert window.windowTitle() == "mlp_digits.py"   # the platform adds " — gradviz" once
     assert doc.graph.number_of_nodes() == 18
     assert "param:fc1.weight" in doc.view
     assert window.scene.node_item("loss") is not None
@@ -113,7 +113,7 @@ def test_expand_and_collapse_modules(qtbot, window):
 
 def test_search_finds_and_centres_hits(qtbot, window):
     open_and_wait(qtbot, window, TRANSFORMER)
-    window.act_find.trigger()
+    window.acts.find.trigger()
     assert window.search.isVisible()
     # a parameter hidden in a collapsed group: the group opens and the hit is centred
     with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
@@ -183,12 +183,15 @@ def test_script_error_shows_in_panel_then_another_script_opens(qtbot, window, tm
     assert "loss_fn raised" in window.errors.message.text()
     assert "Traceback" in window.errors.details.toPlainText()
     assert "targets.T" in window.errors.code.text()
-    # the previous graph stays on screen and the app keeps working
-    assert window.document.graph_path == MLP.resolve()
-    assert window.scene.node_item("param:fc1.weight") is not None
+    # nothing of the previous script stays under the new name: one document, failed
+    doc = window.document
+    assert doc.path == bad.resolve() and doc.status == "failed" and doc.graph is None
+    assert window.windowTitle() == "broken.py (could not open)"
+    assert window.scene.node_item("param:fc1.weight") is None and not window.scene.ids
+    assert window.outline.item("fc1") is None and window.inspector.node_id == ""
     assert not window.is_busy()
     open_and_wait(qtbot, window, TRANSFORMER)
-    assert window.document.graph_path == TRANSFORMER.resolve()
+    assert window.document.path == TRANSFORMER.resolve()
     assert not window.error_dock.isVisible()
 
 
@@ -221,7 +224,7 @@ def test_event_loop_keeps_running_while_tracing(qtbot, window, tmp_path):
 
 def test_newer_request_supersedes_older(qtbot, window):
     shown = []
-    window.graphShown.connect(lambda: shown.append(window.document.graph_path))
+    window.graphShown.connect(lambda: shown.append(window.document.path))
     window.open_script(TRANSFORMER)
     with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
         window.open_script(MLP)

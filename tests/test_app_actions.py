@@ -48,7 +48,7 @@ def test_copy_image_puts_the_graph_on_the_clipboard(qtbot, window):
     open_and_wait(qtbot, window, MLP)
     clipboard = QGuiApplication.clipboard()
     clipboard.clear()
-    window.act_copy.trigger()
+    window.acts.copy.trigger()
     image = clipboard.image()
     assert not image.isNull()
     assert image.width() > 100 and image.height() > 100

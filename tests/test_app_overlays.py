@@ -62,27 +62,27 @@ def test_first_view_and_fit_keep_nodes_clear_of_the_legend(qtbot, window, size):
     assert window.legend.isVisible()
     assert _overlaps_legend(window) == []
     window.view.zoom_in()
-    window.act_fit.trigger()
+    window.acts.fit.trigger()
     assert _overlaps_legend(window) == []
     window.resize(size[0], size[1] - 150)     # a smaller window, then F again
     qtbot.wait(50)
-    window.act_fit.trigger()
+    window.acts.fit.trigger()
     assert _overlaps_legend(window) == []
 
 
 def test_tall_graph_fit_keeps_nodes_clear_of_the_legend(qtbot, window):
     open_and_wait(qtbot, window, TRANSFORMER)
     change_view(qtbot, window, window.expand_all)
-    window.act_fit.trigger()
+    window.acts.fit.trigger()
     assert _overlaps_legend(window) == []
 
 
 def test_hiding_the_legend_frees_the_space(qtbot, window):
     open_and_wait(qtbot, window, MLP)
     assert window.view.bottom_margin > window.legend.height()
-    window.act_legend.setChecked(False)
+    window.acts.legend.setChecked(False)
     assert window.view.bottom_margin == 0 and not window.legend.isVisible()
-    window.act_legend.setChecked(True)
+    window.acts.legend.setChecked(True)
     assert window.legend.isVisible() and window.view.bottom_margin > 0
 
 

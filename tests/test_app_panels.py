@@ -43,7 +43,7 @@ def test_script_change_on_disk_offers_reload(qtbot, window, tmp_path):
     assert not window.reload_bar.isVisible()
 
 
-def test_extensions_missing_are_skipped_broken_are_reported(qtbot, window, monkeypatch):
+def test_extensions_missing_or_broken_are_reported(qtbot, window, monkeypatch):
     from gradviz.app.extensions import load_extensions
 
     good = types.ModuleType("gv_ext_good")
@@ -56,10 +56,13 @@ def test_extensions_missing_are_skipped_broken_are_reported(qtbot, window, monke
 
     bad.install = boom
     monkeypatch.setitem(sys.modules, "gv_ext_bad", bad)
-    installed, failed = load_extensions(window, ["gv_ext_missing", "gv_ext_good", "gv_ext_bad"])
-    assert installed == ["gv_ext_good"]
-    assert [name for name, _ in failed] == ["gv_ext_bad"] and "gv_no_such_dependency" in failed[0][1]
-    assert any(d.windowTitle() == "Good" for d in window._docks)
+    installed, failed = load_extensions(window, {"missing": "gv_ext_missing", "good": "gv_ext_good",
+                                                 "bad": "gv_ext_bad"})
+    assert list(installed) == ["good"] and installed["good"].windowTitle() == "Good"
+    # every extension is part of gradviz: a missing one is a bug too, reported, never skipped
+    assert [name for name, _ in failed] == ["missing", "bad"]
+    assert "gv_ext_missing" in failed[0][1] and "gv_no_such_dependency" in failed[1][1]
+    assert any(d.windowTitle() == "Good" for d in window.docks.docks)
 
 
 def test_excepthook_routes_to_error_panel(qtbot, window):

@@ -1,6 +1,6 @@
-"""The diagnosis panels (pytest-qt, offscreen): findings drive the graph selection and
-marks; the gradient check runs in the background and cancels; the real window gets
-the Diagnose menu, toolbar action and docks."""
+"""The diagnosis panels in the window (pytest-qt, offscreen): findings drive the graph
+selection and marks of their own document; the checks run as background jobs and cancel;
+every finding's why-and-fix text is in view at the dock's default size."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,40 +8,10 @@ from pathlib import Path
 import pytest
 
 
-import gradviz.app  # noqa: E402,F401  (PySide6 workaround first)
-from PySide6.QtCore import QObject, QSettings, Qt, Signal  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
 BUGS = SAMPLES / "bugs"
 WAIT_MS = 120_000
-
-
-class StandIn(QObject):
-    """The part of the window contract the panels use, recording the calls."""
-
-    graphChanged = Signal(object)
-
-    def __init__(self, script=None):
-        super().__init__()
-        self.script = script
-        self.selected, self.edges, self.nodes, self.errors = [], [], [], []
-
-    def current_script(self):
-        return self.script
-
-    def select_nodes(self, ids, center=True):
-        self.selected.append(list(ids))
-
-    def mark_edges(self, edges, style="broken"):
-        self.edges.append((list(edges), style))
-
-    def mark_nodes(self, ids, style="nan-origin"):
-        self.nodes.append((list(ids), style))
-
-    def show_error(self, error, details="", title=None):
-        self.errors.append(str(error))
-
 
 REPORT = {"script": "x.py", "ok": False, "seconds": 0.5, "findings": [
     {"code": "unreachable", "severity": "error", "message": "`enc.weight` gets no gradient. Remove the detach.",
@@ -54,67 +24,101 @@ REPORT = {"script": "x.py", "ok": False, "seconds": 0.5, "findings": [
 ]}
 
 
-def _click(qtbot, panel, row):
-    lw = panel.list
-    item = lw.item(row)
-    rect = lw.visualItemRect(item)
-    qtbot.mouseClick(lw.viewport(), Qt.LeftButton, pos=rect.center())
+@pytest.fixture
+def win(qtbot, window):
+    """The conftest window with the diagnosis panels installed."""
+    from gradviz.app.diagnosis import install
+
+    window.parts = install(window)
+    yield window
 
 
-def test_clicking_a_finding_selects_its_nodes(qtbot):
-    from gradviz.app.diagnosis import DiagnosisPanel
-    win = StandIn()
-    panel = DiagnosisPanel(win)
-    qtbot.addWidget(panel)
-    panel.resize(500, 600)
-    panel.show()
-    panel.set_report(REPORT)
-    assert panel.list.count() == 3
-    # results drawn at once: broken edges and the NaN origin
-    assert win.edges == [([("param:enc.weight", "op:3")], "broken")]
-    assert win.nodes == [(["op:7"], "nan-origin")]
-    _click(qtbot, panel, 0)
-    assert win.selected[-1] == ["param:enc.weight", "op:3"]
-    assert panel.location.location() == "/tmp/x.py:12"
-    assert "no gradient" in panel.detail.toPlainText()
-    _click(qtbot, panel, 1)
-    assert win.selected[-1] == ["op:7"] and win.nodes[-1] == (["op:7"], "nan-origin")
-    _click(qtbot, panel, 2)
-    assert win.selected[-1] == ["param:f.w"] and panel.location.location() == ""
+def open_and_wait(qtbot, win, path):
+    with qtbot.waitSignal(win.graphShown, timeout=WAIT_MS):
+        win.open_script(path)
 
 
-def test_health_check_runs_in_the_background(qtbot):
-    from gradviz.app.diagnosis import DiagnosisPanel
-    win = StandIn(str(BUGS / "detach.py"))
-    panel = DiagnosisPanel(win)
-    qtbot.addWidget(panel)
+def click_title(qtbot, panel, i):
+    """Click finding ``i``'s title link where it is drawn in the report."""
+    from PySide6.QtCore import Qt
+
+    browser = panel.browser
+    doc = browser.document()
+    block = doc.begin()
+    while block.isValid():
+        it = block.begin()
+        while not it.atEnd():
+            frag = it.fragment()
+            if frag.charFormat().anchorHref() == f"show:{i}":
+                cursor = browser.textCursor()
+                cursor.setPosition(frag.position() + 1)
+                rect = browser.cursorRect(cursor)
+                qtbot.mouseClick(browser.viewport(), Qt.LeftButton, pos=rect.center())
+                return
+            it += 1
+        block = block.next()
+    raise AssertionError(f"no title link for finding {i}")
+
+
+def test_a_report_selects_and_marks_in_its_own_document(qtbot, win):
+    open_and_wait(qtbot, win, BUGS / "detach.py")
+    panel = win.parts["diagnosis"]
+    doc = win.document
+    selected = []
+    win.nodeSelected.connect(selected.append)
+    import copy
+    report = copy.deepcopy(REPORT)
+    real = next(n for n in doc.graph if n.startswith("op:"))
+    report["findings"][1]["nodes"] = [real]               # a node this document has
+    panel._done(doc, report)
+    assert doc.findings is report
+    assert "3 errors" not in panel.status.text() and "2 errors, 1 info" in panel.status.text()
+    text = panel.browser.toPlainText()
+    # every finding's whole why-and-fix text and its location are in the report
+    assert "Remove the detach." in text and "The loss is nan." in text and "x.py:12" in text
+    assert doc.marked_edges["broken"] == [("param:enc.weight", "op:3")]
+    assert doc.marked_nodes["nan-origin"] == ["op:7"]
+    with qtbot.waitSignal(panel.findingActivated, timeout=2000) as got:
+        panel.activate(1)
+    assert got.args[0]["code"] == "nan"
+    assert win.selected == doc.visible_id(real) and win.selected      # selected in this document's view
+
+
+def test_health_check_runs_in_the_background_and_frames_the_finding(qtbot, win):
+    open_and_wait(qtbot, win, BUGS / "detach.py")
+    panel = win.parts["diagnosis"]
     with qtbot.waitSignal(panel.checkFinished, timeout=WAIT_MS) as blocker:
-        job = panel.run_check()
+        job = win.parts["health_action"].trigger() or panel.job
         assert job is not None and not panel.run_button.isEnabled()
     assert [f["code"] for f in blocker.args[0]["findings"]] == ["unreachable"]
-    qtbot.waitUntil(lambda: not job.isRunning() and panel.run_button.isEnabled(), timeout=WAIT_MS)
-    assert panel.list.count() == 1
-    assert win.edges and win.edges[0][1] == "broken"
-    _click(qtbot, panel, 0)
-    assert "param:encoder.0.weight" in win.selected[-1]
+    qtbot.waitUntil(lambda: panel.run_button.isEnabled(), timeout=WAIT_MS)
+    assert win.document.findings["findings"][0]["code"] == "unreachable"
+    assert win.document.marked_edges.get("broken")             # the cut drawn red dashed
+    assert win.scene._overlays.get("mark:broken") is not None
+    f = panel.findings()[0]
+    with qtbot.waitSignal(win.nodeSelected, timeout=5000) as sel:
+        click_title(qtbot, panel, 0)
+    assert sel.args[0] in f["nodes"] or sel.args[0].startswith("group:")
+    rect = win.scene.node_item(win.selected).sceneBoundingRect()
+    assert win.view.visible_scene_rect().contains(rect)          # framed: in view
 
 
-def test_health_check_reports_a_script_error(qtbot):
-    from gradviz.app.diagnosis import DiagnosisPanel
-    panel = DiagnosisPanel(StandIn(str(BUGS / "syntax_error.py")))
-    qtbot.addWidget(panel)
+def test_health_check_reports_a_script_error(qtbot, win):
+    win.open_script(BUGS / "syntax_error.py")
+    qtbot.waitUntil(lambda: win.document.status == "failed", timeout=WAIT_MS)
+    panel = win.parts["diagnosis"]
     with qtbot.waitSignal(panel.checkFinished, timeout=WAIT_MS):
         panel.run_check()
     assert panel.findings()[0]["code"] == "script-error"
-    qtbot.waitUntil(lambda: not panel.job.isRunning(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: panel.run_button.isEnabled(), timeout=WAIT_MS)
 
 
-def test_gradcheck_panel_table_and_double_click(qtbot):
-    from gradviz.app.diagnosis import GradcheckPanel
-    win = StandIn(str(BUGS / "bad_backward.py"))
-    panel = GradcheckPanel(win)
-    qtbot.addWidget(panel)
-    panel.set_params(["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])
+def test_gradcheck_table_in_model_order_and_double_click(qtbot, win):
+    open_and_wait(qtbot, win, BUGS / "bad_backward.py")
+    panel = win.parts["gradcheck"]
+    names = [panel.params.item(i).text() for i in range(panel.params.count())]
+    assert names == ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]   # the model's order
+    from PySide6.QtCore import Qt
     panel.params.item(2).setCheckState(Qt.Unchecked)
     assert panel.chosen_params() == ["fc1.weight", "fc1.bias", "fc2.bias"]
     panel.samples.setValue(3)
@@ -125,25 +129,24 @@ def test_gradcheck_panel_table_and_double_click(qtbot):
     assert panel.table.rowCount() == 3 + len(report["functions"])
     assert panel.table.item(0, 4).text().startswith("FAIL")
     assert panel.table.item(2, 4).text() == "pass"
-    qtbot.waitUntil(lambda: not panel.job.isRunning(), timeout=WAIT_MS)
+    assert win.document.gradcheck is report
+    qtbot.waitUntil(lambda: panel.run_button.isEnabled(), timeout=WAIT_MS)
     panel._double_clicked(1, 0)
-    assert win.selected[-1] == ["param:fc1.bias"]
+    assert win.selected == "param:fc1.bias"
 
 
-def test_cancel_stops_the_gradcheck(qtbot):
-    from gradviz.app.diagnosis import GradcheckPanel
-    win = StandIn(str(SAMPLES / "mlp_digits.py"))
-    panel = GradcheckPanel(win)
-    qtbot.addWidget(panel)
+def test_cancel_stops_the_gradcheck_with_partial_rows(qtbot, win):
+    open_and_wait(qtbot, win, SAMPLES / "mlp_digits.py")
+    panel = win.parts["gradcheck"]
     panel.samples.setValue(0)        # every element: far too many to finish
     seen = []
     job = panel.run_check()
-    job.progress.connect(lambda d, t, n: seen.append((d, t)))
+    original = job.on_progress
+    job.on_progress = lambda p: (seen.append(p), original(p))
     qtbot.waitUntil(lambda: bool(seen), timeout=WAIT_MS)
     with qtbot.waitSignal(panel.checkFinished, timeout=WAIT_MS) as blocker:
         panel.cancel_button.click()
-    qtbot.waitUntil(lambda: not job.isRunning() and panel.run_button.isEnabled(), timeout=10_000)
-    assert job.isFinished()
+    qtbot.waitUntil(lambda: not job.active and panel.run_button.isEnabled(), timeout=10_000)
     report = blocker.args[0]
     total = seen[0][1]
     checked = sum(p["checked"] + p["skipped"] for p in report["params"])
@@ -152,52 +155,37 @@ def test_cancel_stops_the_gradcheck(qtbot):
     assert panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
 
 
-@pytest.fixture
-def real_window(qtbot, tmp_path):
+def test_installs_into_the_real_window(qtbot, tmp_path):
+    from PySide6.QtCore import QSettings
+
     from gradviz.app.main_window import MainWindow
-    settings = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
-    win = MainWindow(settings=settings, extensions=False)
-    from gradviz.app.diagnosis import install
-    parts = install(win)
-    qtbot.addWidget(win)
-    win.resize(1300, 850)
-    win.show()
-    qtbot.waitExposed(win)
-    yield win, parts
-    for key in ("diagnosis", "gradcheck"):
-        job = parts[key].job
-        if job is not None:
-            job.shutdown()
-    win.shutdown()
-
-
-def test_installs_into_the_real_window(qtbot, real_window):
-    win, parts = real_window
-    menus = [a.text().replace("&", "") for a in win.menuBar().actions()]
-    assert "Diagnose" in menus
-    assert parts["health_action"] in win.toolbar.actions()
-    titles = [d.windowTitle() for d in win.findChildren(type(win.inspector_dock))]
-    assert "Diagnosis" in titles and "Gradcheck" in titles
-    with qtbot.waitSignal(win.graphShown, timeout=WAIT_MS):
-        win.open_script(BUGS / "detach.py")
-    assert parts["gradcheck"].params.count() == 6
-    panel = parts["diagnosis"]
-    with qtbot.waitSignal(panel.checkFinished, timeout=WAIT_MS):
-        parts["health_action"].trigger()
-    qtbot.waitUntil(lambda: not panel.job.isRunning(), timeout=WAIT_MS)
-    f = panel.findings()[0]
-    _click(qtbot, panel, 0)
-    assert win.selected in f["nodes"] or win.selected.startswith("group:")
-    assert f["edges"] == [list(e) for e in f["edges"]]
-
-
-def test_loaded_as_an_extension(qtbot, tmp_path):
-    from gradviz.app.main_window import MainWindow
-    win = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat), extensions=True)
-    qtbot.addWidget(win)
+    w = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat), extensions=True)
+    qtbot.addWidget(w)
     try:
-        assert "gradviz.app.diagnosis" in win.extensions
-        assert not [n for n, _ in win.extension_errors if n == "gradviz.app.diagnosis"]
-        assert hasattr(win, "diagnosis_panel") and hasattr(win, "gradcheck_panel")
+        assert "diagnosis" in w.extensions and not w.extension_errors
+        parts = w.diagnosis_panels
+        menus = [a.text().replace("&", "") for a in w.menuBar().actions()]
+        assert "Diagnose" in menus
+        assert parts["health_action"] in w.toolbar.actions()
+        titles = [d.windowTitle() for d in w.docks.docks]
+        assert "Diagnosis" in titles and "Gradcheck" in titles
     finally:
-        win.shutdown()
+        w.shutdown()
+
+
+def test_a_late_result_never_lands_in_another_document(qtbot, win):
+    """A check started on one script, then another script opened: the old report is dropped."""
+    open_and_wait(qtbot, win, BUGS / "detach.py")
+    panel = win.parts["diagnosis"]
+    first = win.document
+    job = panel.run_check()
+    open_and_wait(qtbot, win, SAMPLES / "mlp_digits.py")
+    qtbot.waitUntil(lambda: not job.active, timeout=WAIT_MS)
+    qtbot.wait(100)
+    assert win.document is not first
+    assert win.document.findings is None and panel.findings() == []
+    assert not win.document.marked_edges and win.scene._overlays.get("mark:broken") is None
+    # a stale panel reference writing into the old document changes nothing on screen
+    first.select(["param:encoder.0.weight"])
+    first.mark_edges([("param:fc1.weight", "op:1")])
+    assert win.selected == "" and win.scene._overlays.get("mark:broken") is None

@@ -1,4 +1,4 @@
-"""The Run dock (gradviz.app.runs) on a stand-in window, and follow mode."""
+"""The Run dock (gradviz.app.runs) in the window: a run is a document of its own; follow mode."""
 from __future__ import annotations
 
 import threading
@@ -10,53 +10,9 @@ import pytest
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from PySide6.QtCore import Qt, Signal  # noqa: E402
-from PySide6.QtWidgets import QDockWidget, QMainWindow  # noqa: E402
 from torch import nn  # noqa: E402
 
 from gradviz.core.record import watch  # noqa: E402
-
-
-class StandIn(QMainWindow):
-    """The extension contract of ARCHITECTURE.md, recording what the extension asks for."""
-
-    graphChanged = Signal(object)
-    nodeSelected = Signal(str)
-
-    def __init__(self):
-        super().__init__()
-
-        class Doc:
-            path = None
-            graph = None
-            run: dict = {}
-        self.document = Doc()
-        self.document.run = {}
-        self.docks, self.actions, self.errors, self.selected, self.norms, self.graphs = [], [], [], [], [], []
-
-    def add_dock(self, title, widget, area=Qt.RightDockWidgetArea):
-        dock = QDockWidget(title, self)
-        dock.setWidget(widget)
-        self.addDockWidget(area, dock)
-        self.docks.append(dock)
-        return dock
-
-    def add_action(self, menu, action):
-        self.actions.append((menu, action))
-
-    def select_nodes(self, ids, center=True):
-        self.selected.append(list(ids))
-
-    def show_error(self, error, details=""):
-        self.errors.append(error)
-
-    def set_node_norms(self, norms):
-        self.norms.append(dict(norms))
-
-    def show_graph(self, graph, path):
-        self.document.graph = graph
-        self.graphs.append(graph)
-        self.graphChanged.emit(graph)
 
 
 class Net(nn.Module):
@@ -82,60 +38,71 @@ def _record(path: Path, steps: int, every: int = 2) -> None:
 
 
 @pytest.fixture
-def window(qtbot):
+def win(qtbot, window):
+    """The conftest window with the runs extension; the graphs it was given are recorded."""
     from gradviz.app import runs
 
-    win = StandIn()
-    qtbot.addWidget(win)
-    panel = runs.install(win)
-    yield win
-    panel.shutdown()
+    window.run_panel = runs.install(window)
+    window.graphs = []
+    window.graphChanged.connect(window.graphs.append)
+    yield window
+    window.run_panel.shutdown()
 
 
-def test_install_and_open(window, tmp_path):
+def open_run(win, path):
     from gradviz.app.runs import open_run_file
 
+    return open_run_file(win, win.run_panel, path)
+
+
+def test_install_and_open(win, tmp_path):
     path = tmp_path / "a.gvrun"
     _record(path, 9)
-    assert any(menu == "File" and "Open run" in a.text() for menu, a in window.actions)
-    assert open_run_file(window, path)
-    panel = window.run_panel
+    assert any("Open run" in a.text() for a in win.menus.menus["File"].actions())
+    assert open_run(win, path)
+    panel = win.run_panel
+    assert win.document.kind == "run" and win.document.path == path.resolve()
     assert panel.node_steps == [0, 2, 4, 6, 8]
     assert panel.current_step == 8
-    (graph,) = window.graphs
+    (graph,) = win.graphs
     assert {"kind", "label", "module"} <= set(graph.nodes["param:fc1.weight"])
     assert graph.nodes["param:never.weight"]["reachable"] is False
-    last = window.norms[-1]
+    last = dict(win.document.norms)
     assert last["loss"] == 1.0 and last["param:fc1.weight"] > 0 and last["param:never.weight"] is None
+    assert win.document.norms_step == 8 == win.document.loss_step
     # choose another recorded step: new norms, same graph (no relayout)
     panel.slider.setValue(1)
-    assert panel.current_step == 2
-    assert window.norms[-1] != last
-    assert len(window.graphs) == 1
+    assert panel.current_step == 2 and win.document.norms_step == 2
+    assert win.document.norms != last
+    assert len(win.graphs) == 1
     # the findings and a click that selects nodes
     codes = [f["code"] for f in panel.findings]
     assert "run-no-gradient" in codes
     item = next(panel.finding_list.item(i) for i in range(panel.finding_list.count())
                 if "never" in panel.finding_list.item(i).text())
+    selected = []
+    win.session.documentEdited.connect(lambda doc, what, info: what == "selection" and selected.append(info["ids"]))
     panel._finding_clicked(item)
-    assert window.selected[-1] == ["param:never.weight", "param:never.bias"]
+    assert selected[-1] == ["param:never.weight", "param:never.bias"]
     assert ("fc1.weight" in str(panel.curves.data)) is False and panel.curves.data[0]["step"].size == 9
 
 
 @pytest.mark.parametrize("content", [b"not a run at all\n" * 10, b""])
-def test_bad_file_shows_error(window, tmp_path, content):
-    from gradviz.app.runs import open_run_file
+def test_bad_file_shows_error(qtbot, win, tmp_path, content):
+    from test_app_support import MLP, open_and_wait
 
+    open_and_wait(qtbot, win, MLP)
     bad = tmp_path / "bad.gvrun"
     bad.write_bytes(content)
-    assert not open_run_file(window, bad)
-    assert window.errors and "bad.gvrun" in str(window.errors[-1])
-    assert window.graphs == []
+    win.graphs.clear()
+    assert not open_run(win, bad)
+    assert win.error_dock.isVisible() and "bad.gvrun" in win.errors.text()
+    # nothing of the script opened before stays under the run's name
+    assert win.document.status == "failed" and win.document.path == bad.resolve()
+    assert win.graphs == [] and not win.scene.ids and win.windowTitle() == "bad.gvrun (could not open)"
 
 
-def test_follow_mode_picks_up_new_steps(window, tmp_path, qtbot):
-    from gradviz.app.runs import open_run_file
-
+def test_follow_mode_picks_up_new_steps(win, tmp_path, qtbot):
     path = tmp_path / "live.gvrun"
     torch.manual_seed(0)
     model = Net()
@@ -161,8 +128,8 @@ def test_follow_mode_picks_up_new_steps(window, tmp_path, qtbot):
         w._writer.commit()
         done.set()
 
-    assert open_run_file(window, path)
-    panel = window.run_panel
+    assert open_run(win, path)
+    panel = win.run_panel
     assert panel.follow_box.isChecked()              # a running run is followed at once
     assert panel.n_steps[0] == 3
     t = threading.Thread(target=writer)
@@ -179,9 +146,7 @@ def test_follow_mode_picks_up_new_steps(window, tmp_path, qtbot):
     assert panel.follower is None
 
 
-def test_ranks_side_by_side(window, tmp_path):
-    from gradviz.app.runs import open_run_file
-
+def test_ranks_side_by_side(win, tmp_path):
     for rank in (0, 1):
         torch.manual_seed(rank)
         model = Net()
@@ -191,8 +156,8 @@ def test_ranks_side_by_side(window, tmp_path):
                 loss = model(torch.randn(8, 4)).pow(2).mean()
                 loss.backward()
                 w.step(loss)
-    assert open_run_file(window, tmp_path / "d.rank0.gvrun")
-    panel = window.run_panel
+    assert open_run(win, tmp_path / "d.rank0.gvrun")
+    panel = win.run_panel
     assert panel.ranks == [0, 1]
     assert set(panel.curves.data) == {0, 1}
     assert ("grad_norm", 1) in panel.curves.curves
@@ -200,11 +165,13 @@ def test_ranks_side_by_side(window, tmp_path):
 
 
 @pytest.fixture
-def real_window(qtbot):
+def real_window(qtbot, tmp_path):
     """The real window with every extension (the Run dock among them)."""
+    from PySide6.QtCore import QSettings
+
     from gradviz.app.main_window import MainWindow
 
-    win = MainWindow(extensions=True)
+    win = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat), extensions=True)
     qtbot.addWidget(win)
     yield win
     win.run_panel.shutdown()
@@ -212,14 +179,12 @@ def real_window(qtbot):
 
 
 def test_real_window_installs_runs(qtbot, tmp_path, real_window):
-    from gradviz.app.runs import open_run_file
-
     win = real_window
-    assert "gradviz.app.runs" in win.extensions, win.extension_errors
+    assert "runs" in win.extensions, win.extension_errors
     path = tmp_path / "w.gvrun"
     _record(path, 4)
     with qtbot.waitSignal(win.graphChanged, timeout=20000):
-        assert open_run_file(win, path)
+        assert open_run(win, path)
     assert win.document.graph is not None and "param:fc1.weight" in win.document.graph
 
 
@@ -286,11 +251,9 @@ def test_the_loss_node_shows_the_chosen_steps_loss(qtbot, tmp_path, real_window)
         qtbot.waitUntil(lambda: win.inspector.identity.values.get("loss") == num(losses[step]), timeout=5000)
 
 
-def test_update_ratios_measured_every_few_steps_are_drawn_joined(window, tmp_path):
+def test_update_ratios_measured_every_few_steps_are_drawn_joined(win, tmp_path):
     """Unmeasured steps hold NaN: the curve keeps the measured points only, so sparse
     measurements draw a line instead of isolated, invisible points."""
-    from gradviz.app.runs import open_run_file
-
     torch.manual_seed(0)
     model = Net()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -302,8 +265,8 @@ def test_update_ratios_measured_every_few_steps_are_drawn_joined(window, tmp_pat
             loss.backward()
             w.step(loss)
             opt.step()
-    assert open_run_file(window, path)
-    curves = window.run_panel.curves.curves
+    assert open_run(win, path)
+    curves = win.run_panel.curves.curves
     ratio = curves[("update_ratio", 0)]
     assert ratio.xData.tolist() == [0, 3, 6, 9] and np.isfinite(ratio.yData).all()
     assert curves[("loss", 0)].xData.size == 10          # the other curves keep every step

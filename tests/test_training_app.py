@@ -25,7 +25,7 @@ def win(qtbot, window):
     """The conftest window with the Training extension, the digits MLP open."""
     from gradviz.app.training import install
 
-    panel = install(window)
+    panel = window.training_panel = install(window)
     panel.actions["show"].trigger()               # the Training docks, as Run > Start would show them
     with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
         window.open_script(MLP)
@@ -40,8 +40,7 @@ def _steps(panel):
 def test_start_pause_resume_stop(qtbot, win):
     panel = win.training_panel
     norms_seen = []
-    orig = win.set_node_norms
-    win.set_node_norms = lambda norms: (norms_seen.append(norms), orig(norms))
+    win.session.documentEdited.connect(lambda doc, what, info: what == "norms" and norms_seen.append(info["norms"]))
     panel.start()
     qtbot.waitUntil(lambda: len(panel.history) >= 40, timeout=WAIT_MS)
     panel.pause()
@@ -85,9 +84,7 @@ def test_selected_parameter_curve_is_highlighted(qtbot, win):
     assert plots.highlighted == "fc2.weight"
     curve = plots.param_curves["fc2.weight"]
     assert curve.opts["pen"].widthF() > 2 and curve.zValue() > 0
-    from gradviz.app.training.panel import node_color
-
-    want = node_color(win, "param:fc2.weight")
+    want = win.node_color("param:fc2.weight")
     if want is not None:
         assert curve.opts["pen"].color().rgb() == want.rgb()
     win.select_nodes(["op:3"])

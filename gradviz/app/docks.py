@@ -1,12 +1,13 @@
-"""Dock panels of the window: adding them (``window.add_dock`` of the extension contract),
-tabbing panels that share an area, and the default sizes that leave the graph most of
-the space."""
+"""Dock panels of the window: adding them (``add_dock`` of the contract), tabbing panels
+that share an area, the Errors dock, and default sizes that leave the graph most of the
+space."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QWidget
 
 MAX_BOTTOM_MIN_H = 180   # bottom panels taller than this scroll instead of shrinking the graph
+SIDE_SHARE = 0.5         # the side panels together take at most this share of the window's width
 
 
 class Docks:
@@ -19,7 +20,9 @@ class Docks:
         self.panels_menu = None                      # View ▸ Panels once the menus exist
         self.side_widths: dict[QDockWidget, int] = {}  # default widths of the side panels
 
-    def add(self, title: str, widget: QWidget, area=Qt.RightDockWidgetArea) -> QDockWidget:
+    def add(self, title: str, widget: QWidget, area=Qt.RightDockWidgetArea, tabbed: bool = True) -> QDockWidget:
+        """A dock in ``area``: tabbed with the area's first panel, or (``tabbed=False``) below it,
+        so that both stay in view."""
         win = self.window
         dock = QDockWidget(title, win)
         dock.setObjectName(f"dock-{title}")
@@ -37,15 +40,30 @@ class Docks:
         dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetFloatable
                          | QDockWidget.DockWidgetClosable)
         win.addDockWidget(area, dock)
-        same = [d for d in self.docks if win.dockWidgetArea(d) == area and not d.isFloating()]
-        if same and title != "Errors":
+        same = [d for d in self.docks if win.dockWidgetArea(d) == area and not d.isFloating()
+                and d is not self.error_dock]
+        if same and not tabbed:
+            win.splitDockWidget(same[0], dock, Qt.Vertical)
+        elif same:
             win.tabifyDockWidget(same[0], dock)
             # the first shown panel of an area stays in front (a hidden one cannot be)
-            first = next((d for d in same if d is not self.error_dock and not d.isHidden()), dock)
+            first = next((d for d in same if not d.isHidden()), dock)
             first.raise_()
         self.docks.append(dock)
         if self.panels_menu is not None:
             self.panels_menu.addAction(dock.toggleViewAction())
+        return dock
+
+    def add_error_dock(self, widget: QWidget) -> QDockWidget:
+        """The Errors dock: bottom, hidden until an error comes, never tabbed with the others."""
+        win = self.window
+        dock = QDockWidget("Errors", win)
+        dock.setObjectName("dock-Errors")
+        dock.setWidget(widget)
+        win.addDockWidget(Qt.BottomDockWidgetArea, dock)
+        dock.hide()
+        self.docks.append(dock)
+        self.error_dock = dock
         return dock
 
     def in_area(self, area) -> list[QDockWidget]:
@@ -53,12 +71,14 @@ class Docks:
         return [d for d in self.docks if win.dockWidgetArea(d) == area and d.isVisible() and not d.isFloating()]
 
     def apply_default_sizes(self) -> None:
-        """Side panels about 300 px wide, the bottom area at most a quarter of the window:
-        the graph keeps most of the space."""
+        """Side panels about 300 px wide (less in a narrow window), the bottom area at most a
+        quarter of the window: the graph keeps most of the space."""
         win = self.window
         side = [d for d in self.side_widths if d.isVisible()]
         if side:
-            win.resizeDocks(side, [self.side_widths[d] for d in side], Qt.Horizontal)
+            wanted = [self.side_widths[d] for d in side]
+            scale = min(1.0, SIDE_SHARE * win.width() / max(1, sum(wanted)))
+            win.resizeDocks(side, [int(w * scale) for w in wanted], Qt.Horizontal)
         bottom = self.in_area(Qt.BottomDockWidgetArea)
         if bottom:
             win.resizeDocks(bottom[:1], [max(160, min(240, win.height() // 4))], Qt.Vertical)

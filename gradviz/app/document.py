@@ -1,20 +1,36 @@
-"""The open script and what the window shows of it. Plain Python: no widgets, no Qt.
+"""The open document: one script (or run file) and everything the window derived from it.
+
+Plain Python, no widgets, no Qt. A new ``Document`` is made each time a script or run is
+opened or reloaded; the window replaces the old one as a whole, so a graph, findings,
+gradcheck rows, live norms, marks or a selection can never outlive the script they came
+from or land in the next one.
+
+The document tells one listener (the window, while it is the current document) what
+changed: ``"status"``, ``"graph"`` (a new full graph), ``"view"`` (a new grouping and
+layout on screen), ``"norms"``, ``"loss"``, ``"marks"``, ``"selection"``, ``"stats"``,
+``"findings"``, ``"gradcheck"``, ``"range"``, ``"part"``. A document that is no longer
+current has no listener: whatever a late worker or a stale panel writes into it is never
+shown. Panels keep their own per-document state in ``parts`` (``part(name, factory)``).
 
 ``graph`` is the full traced graph (never modified by the window); ``view`` is the
 collapsed graph on screen (``grouping.collapse(graph, expanded=expanded)``) and
-``layout`` its layout. Extensions read ``path``, ``graph`` and ``run``.
+``layout`` its layout.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import networkx as nx
 
 from gradviz.core.grouping import group_of
 from gradviz.core.modules import prefixes
+
+Listener = Callable[["Document", str, dict], None]
+STATUSES = ("empty", "loading", "ready", "failed")
 
 
 @dataclass
@@ -40,51 +56,139 @@ class ViewResult:
 
 
 class Document:
-    def __init__(self) -> None:
-        self.path: Path | None = None          # the script last asked for (Reload reloads it)
-        self.graph_path: Path | None = None    # the script the shown graph came from
+    _serials = itertools.count(1)
+
+    def __init__(self, path: str | Path | None = None, kind: str = "script") -> None:
+        self.serial = next(Document._serials)       # tells documents apart in logs and tests
+        self.path: Path | None = Path(path) if path is not None else None
+        self.kind = kind if path is not None else "empty"     # "script" | "run" | "empty"
+        self.status = "loading" if path is not None else "empty"
+        self.error: BaseException | str | None = None
+        self.error_details = ""
         self.graph: nx.DiGraph | None = None
         self.view: nx.DiGraph | None = None
         self.layout: Any = None
         self.expanded: set[str] = set()
         self.run: dict[str, Any] = {}
-        self.norms: dict[str, float | None] = {}      # live norms set by extensions (full-graph ids)
+        self.norms: dict[str, float | None] = {}      # live norms (full-graph ids): training, a run step
         self.live_loss: float | None = None           # the loss of the live / recorded step shown
+        self.loss_step: int | None = None             # ...and its step (None: not known)
+        self.norms_source = "traced"                  # where the norms shown come from: traced | training | recorded
+        self.norms_step: int | None = None            # ...and their step (None: not known)
         self.marked_edges: dict[str, list[tuple[str, str]]] = {}
         self.marked_nodes: dict[str, list[str]] = {}
+        self.fixed_range: tuple[float, float] | None = None   # set by the user; None = follow the data
+        self.selected = ""                            # the view node in focus ('' = none)
+        self.findings: dict | None = None             # the health-check report of this document
+        self.gradcheck: dict | None = None            # the gradient-check report of this document
+        self.parts: dict[str, Any] = {}               # per-document state of panels (see ``part``)
         self._order: dict[str, int] | None = None
         self._range: tuple[float, float] | None = None
-        self.fixed_range: tuple[float, float] | None = None   # set by the user; None = follow the data
+        self._listener: Listener | None = None
 
-    # -- state changes ------------------------------------------------------
-    def set_trace(self, result: TraceResult) -> None:
-        self.graph_path = result.path
-        self.graph = result.graph
-        self.expanded = set(result.expanded)
-        self.view = result.view
-        self.layout = result.layout
-        self.norms = {}
-        self.live_loss = None
-        self.marked_edges = {}
-        self.marked_nodes = {}
-        self._order = None
-        self._range = None
-        g = result.graph
-        self.run = {
-            "script": str(result.path), "device": g.graph.get("device"), "step": g.graph.get("step"),
-            "loss": g.graph.get("loss"), "nodes": g.number_of_nodes(), "edges": g.number_of_edges(),
-            "trace_seconds": g.graph.get("trace_seconds"), **{f"{k}_seconds": v for k, v in result.timings.items()},
-        }
+    def __repr__(self) -> str:
+        return f"<Document #{self.serial} {self.kind} {self.path.name if self.path else '-'} {self.status}>"
 
-    def set_view(self, result: ViewResult) -> None:
-        self.expanded = set(result.expanded)
-        self.view = result.view
-        self.layout = result.layout
-
-    # -- questions ----------------------------------------------------------
     @property
-    def modules(self) -> dict[str, dict]:
-        return self.graph.graph.get("modules", {}) if self.graph is not None else {}
+    def name(self) -> str:
+        return self.path.name if self.path is not None else ""
+
+    # -- observing -------------------------------------------------------------
+    def listen(self, listener: Listener | None) -> None:
+        """The one listener told of every change (the window, while this document is current)."""
+        self._listener = listener
+
+    def _changed(self, what: str, **info) -> None:
+        if self._listener is not None:
+            self._listener(self, what, info)
+
+    def part(self, name: str, factory: Callable[[], Any]) -> Any:
+        """A panel's state for this document, made by ``factory()`` on first use."""
+        if name not in self.parts:
+            self.parts[name] = factory()
+        return self.parts[name]
+
+    def set_part(self, name: str, value: Any) -> None:
+        self.parts[name] = value
+        self._changed("part", name=name)
+
+    # -- opening ---------------------------------------------------------------
+    def fail(self, error: BaseException | str, details: str = "") -> None:
+        """Opening failed: nothing of the script is known (a previous graph is not kept)."""
+        self.status = "failed"
+        self.error, self.error_details = error, details
+        self._changed("status")
+
+    def set_graph(self, graph: nx.DiGraph, timings: dict[str, float] | None = None) -> None:
+        """A new full graph: what was derived from the previous one (norms, marks, selection) goes."""
+        self.graph = graph
+        self.view = self.layout = None
+        self.norms, self.live_loss, self.loss_step = {}, None, None
+        self.norms_source, self.norms_step = "traced", None
+        self.marked_edges, self.marked_nodes = {}, {}
+        self.selected = ""
+        self._order = self._range = None
+        g = graph
+        self.run = {
+            "script": str(self.path) if self.path else g.graph.get("script"), "device": g.graph.get("device"),
+            "step": g.graph.get("step"), "loss": g.graph.get("loss"), "nodes": g.number_of_nodes(),
+            "edges": g.number_of_edges(), "trace_seconds": g.graph.get("trace_seconds"),
+            **{f"{k}_seconds": v for k, v in (timings or {}).items()}, **self.run_extra(),
+        }
+        self._changed("graph")
+
+    def run_extra(self) -> dict:
+        """Facts about a run file kept across its graphs (``run_file``, ``ranks``, ``steps``)."""
+        return {k: v for k, v in self.run.items() if k in ("run_file", "ranks", "steps")}
+
+    def set_trace(self, result: TraceResult) -> None:
+        """A finished trace: the full graph and its first view, shown fitted."""
+        self.set_graph(result.graph, result.timings)
+        self.set_view(ViewResult(result.expanded, result.view, result.layout), fit=True)
+
+    def set_view(self, result: ViewResult, fit: bool = False) -> None:
+        self.status = "ready"
+        self.expanded = set(result.expanded)
+        self.view = result.view
+        self.layout = result.layout
+        self._changed("view", fit=fit)
+
+    # -- what panels and extensions set ---------------------------------------------
+    def select(self, ids: list[str], center: bool = True) -> None:
+        """Select nodes (full-graph or view ids; the boxes standing for them are selected)."""
+        self._changed("selection", ids=list(ids), center=center)
+
+    def set_norms(self, norms: dict[str, float | None], step: int | None = None, source: str = "live") -> None:
+        """Live gradient norms (full-graph ids) from ``step`` of ``source`` ('training', 'recorded')."""
+        self.norms.update(norms)
+        self.norms_source, self.norms_step = source, step
+        self._changed("norms", norms=dict(norms))
+
+    def set_loss(self, value: float, step: int | None = None) -> None:
+        self.live_loss, self.loss_step = value, step
+        self._changed("loss")
+
+    def mark_edges(self, edges: list[tuple[str, str]], style: str = "broken") -> None:
+        known = self.marked_edges.setdefault(style, [])
+        known.extend(e for e in (tuple(e) for e in edges) if e not in known)
+        self._changed("marks")
+
+    def mark_nodes(self, ids: list[str], style: str = "nan-origin") -> None:
+        known = self.marked_nodes.setdefault(style, [])
+        known.extend(n for n in ids if n not in known)
+        self._changed("marks")
+
+    def set_findings(self, report: dict | None) -> None:
+        self.findings = report
+        self._changed("findings")
+
+    def set_gradcheck(self, report: dict | None) -> None:
+        self.gradcheck = report
+        self._changed("gradcheck")
+
+    def set_fixed_range(self, rng: tuple[float, float] | None) -> None:
+        self.fixed_range = rng
+        self._changed("range")
 
     def update_node_stats(self, nid: str, grad: dict | None, value: dict | None = None) -> bool:
         """New gradient (and value) statistics for a node, e.g. from a training step;
@@ -100,7 +204,13 @@ class Document:
         if self.view is not None and nid in self.view:
             self.view.nodes[nid].update(fresh)
         self.norms[nid] = fresh["grad_norm"]
+        self._changed("stats", nid=nid)
         return True
+
+    # -- questions ----------------------------------------------------------
+    @property
+    def modules(self) -> dict[str, dict]:
+        return self.graph.graph.get("modules", {}) if self.graph is not None else {}
 
     def node(self, nid: str) -> dict:
         """Attributes of a view node or, failing that, a full-graph node ({} if unknown)."""

@@ -1,49 +1,39 @@
-"""Panels written as extensions: each module exposes ``install(window)``.
+"""The window's extension panels: each package exposes ``install(host) -> part``.
 
-A module that does not exist (yet) is skipped; an ImportError from *inside* an
-extension (a missing dependency, a typo) is not hidden: it is reported.
+``MainWindow.__init__`` installs every one listed here and keeps what ``install`` returns
+(``window.training_panel``, ``window.diagnosis_panels``, ``window.run_panel``). All of them
+are part of gradviz: one that fails to import or install is a bug, reported in the Errors
+panel and in the log, while the rest of the window goes on working.
 """
 from __future__ import annotations
 
 import importlib
+import logging
 import traceback
+from typing import Any
 
-EXTENSIONS = [
-    "gradviz.app.training",
-    "gradviz.app.diagnosis",
-    "gradviz.app.runs",
-]
+log = logging.getLogger(__name__)
+
+EXTENSIONS = {
+    "training": "gradviz.app.training",
+    "diagnosis": "gradviz.app.diagnosis",
+    "runs": "gradviz.app.runs",
+}
 
 
-def _missing_itself(exc: ModuleNotFoundError, name: str) -> bool:
-    return exc.name == name or (exc.name is not None and name.startswith(exc.name + "."))
+def load_extensions(host, extensions: dict[str, str] | None = None,
+                    ) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Import each extension ({name: module}, ``EXTENSIONS`` by default) and call its ``install(host)``.
 
-
-def load_extensions(window, names: list[str] | None = None) -> tuple[list[str], list[tuple[str, str]]]:
-    """Import each extension and call its ``install(window)``.
-
-    Returns (installed names, [(name, traceback text)] of the ones that failed).
+    Returns ({name: what install returned}, [(name, traceback text)] of the ones that failed).
     """
-    installed, failed = [], []
-    for name in EXTENSIONS if names is None else names:
+    parts: dict[str, Any] = {}
+    failed: list[tuple[str, str]] = []
+    for name, module in (EXTENSIONS if extensions is None else extensions).items():
         try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if _missing_itself(exc, name):
-                continue
-            failed.append((name, traceback.format_exc()))
-            continue
-        except Exception:  # noqa: BLE001 - a broken extension must not take the window down
-            failed.append((name, traceback.format_exc()))
-            continue
-        install = getattr(module, "install", None)
-        if install is None:
-            failed.append((name, f"{name} has no install(window) function"))
-            continue
-        try:
-            install(window)
-        except Exception:  # noqa: BLE001
-            failed.append((name, traceback.format_exc()))
-            continue
-        installed.append(name)
-    return installed, failed
+            parts[name] = importlib.import_module(module).install(host)
+        except Exception:  # noqa: BLE001 - a broken panel must not take the window down: it is reported
+            text = traceback.format_exc()
+            log.error("the %s extension could not be installed:\n%s", name, text)
+            failed.append((name, text))
+    return parts, failed

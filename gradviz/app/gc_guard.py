@@ -7,6 +7,10 @@ thread paints can crash the process (seen: a segfault in the trace worker, about
 30 runs of ``tests/test_app.py``, always after earlier windows had closed). So while a
 window lives, automatic collection is off and a timer in the GUI thread collects
 instead, by the same generation thresholds Python would use (the usual PyQt remedy).
+
+Turning automatic collection off is a process-wide change: it is the ``gui-thread-gc``
+patch of ``gradviz/core/process_patches.py`` (why, install, uninstall), installed when the
+first window starts its collector and undone when the last one stops.
 """
 from __future__ import annotations
 
@@ -14,6 +18,8 @@ import gc
 import time
 
 from PySide6.QtCore import QObject, QTimer
+
+from gradviz.core.process_patches import GC_IN_GUI_THREAD
 
 __all__ = ["GuiThreadCollector"]
 
@@ -27,7 +33,6 @@ class GuiThreadCollector(QObject):
     ``stop()`` hands collection back to Python when no other window holds it."""
 
     _holders = 0
-    _was_enabled = True
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -44,8 +49,7 @@ class GuiThreadCollector(QObject):
         self._active = True
         cls = GuiThreadCollector
         if cls._holders == 0:
-            cls._was_enabled = gc.isenabled()
-            gc.disable()
+            GC_IN_GUI_THREAD.apply()
         cls._holders += 1
         self._timer.start()
 
@@ -56,8 +60,8 @@ class GuiThreadCollector(QObject):
         self._timer.stop()
         cls = GuiThreadCollector
         cls._holders -= 1
-        if cls._holders == 0 and cls._was_enabled:
-            gc.enable()
+        if cls._holders == 0:
+            GC_IN_GUI_THREAD.undo()
 
     def check(self) -> None:
         """Collect the oldest generation whose count passed its threshold (as Python does),

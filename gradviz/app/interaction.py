@@ -2,49 +2,88 @@
 clicks, double-clicks, arrow keys, the right-click menu and the Modules outline.
 
 ``selection.py`` decides *what* to highlight (pure networkx); this puts it on the
-scene, the inspector and the outline, and emits ``window.nodeSelected``.
+scene, the inspector and the outline, and emits ``nodeSelected``. A selection is the
+current document's (``doc.select`` → the session's ``"selection"`` event → here): a panel
+of another document cannot select anything on screen.
 """
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF
-from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QMenu
+from typing import Protocol
 
+from PySide6.QtCore import QPointF, QRectF, SignalInstance
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import QMenu, QWidget
+
+from gradviz.app.actions import WindowActions
+from gradviz.app.document import Document
+from gradviz.app.graph_view import GraphView
+from gradviz.app.inspector_panel import InspectorPanel
+from gradviz.app.outline_panel import OutlinePanel
 from gradviz.app.selection import highlight_for, neighbour
+from gradviz.app.session import Session
+from gradviz.render.scene import GraphScene
+
+
+class InteractionHost(Protocol):
+    """What ``Interaction`` uses of the window."""
+
+    scene: GraphScene
+    view: GraphView
+    inspector: InspectorPanel
+    outline: OutlinePanel
+    acts: WindowActions
+    nodeSelected: SignalInstance
+
+    def expand(self, module: str, then=None) -> None: ...
+
+    def collapse(self, module: str, then=None) -> None: ...
 
 
 class Interaction:
-    def __init__(self, window) -> None:
-        self.window = window
-        self.document = window.document
-        self.selected = ""     # the node id in focus ('' = nothing selected)
-        view, scene = window.view, window.scene
+    def __init__(self, host: InteractionHost, session: Session, menu_parent: QWidget) -> None:
+        self.host = host
+        self.session = session
+        self._menu_parent = menu_parent
+        view, scene = host.view, host.scene
         view.customContextMenuRequested.connect(self.context_menu)
         view.navigate.connect(self.navigate)
         view.cleared.connect(lambda: self.select([]))
         scene.nodeClicked.connect(lambda nid: self.select([nid], center=False))
         scene.nodeDoubleClicked.connect(self.double_clicked)
         scene.backgroundClicked.connect(lambda: self.select([], center=False))
-        window.outline.expandToggled.connect(self.outline_toggled)
-        window.outline.moduleActivated.connect(self.outline_activated)
+        host.outline.expandToggled.connect(self.outline_toggled)
+        host.outline.moduleActivated.connect(self.outline_activated)
+        session.documentEdited.connect(self._edited)
+
+    @property
+    def document(self) -> Document:
+        return self.session.document
+
+    @property
+    def selected(self) -> str:
+        return self.document.selected
+
+    def _edited(self, doc: Document, what: str, info: dict) -> None:
+        if what == "selection":
+            self.select(info["ids"], info.get("center", True))
 
     # -- selection ------------------------------------------------------------
     def select(self, ids: list[str], center: bool = True) -> None:
-        win, doc, scene = self.window, self.document, self.window.scene
+        host, doc, scene = self.host, self.document, self.host.scene
         visible = doc.view_nodes(list(ids)) if doc.view is not None else []
         if not visible:
-            self.selected = ""
+            doc.selected = ""
             scene.clear_highlight()
             scene.clearSelection()
-            win.inspector.show_summary(doc.graph)
-            win.nodeSelected.emit("")
+            host.inspector.show_summary(doc.graph, doc.norms or None, doc.live_loss)
+            host.nodeSelected.emit("")
             return
         nid = visible[0]
         if len(visible) == 1:
             nodes, edges = highlight_for(doc.view, nid)
         else:
             nodes, edges = set(visible), set()
-        self.selected = nid
+        doc.selected = nid
         scene.highlight(nodes, edges)
         scene.blockSignals(True)
         scene.clearSelection()
@@ -53,81 +92,84 @@ class Interaction:
             if item is not None:
                 item.setSelected(True)
         scene.blockSignals(False)
-        win.inspector.show_node(nid, doc.node(nid), doc.graph)
+        host.inspector.show_node(nid, doc.node(nid), doc.graph)
         if doc.view.nodes[nid].get("kind") == "group":
-            win.outline.select_module(doc.view.nodes[nid].get("module", ""))
+            host.outline.select_module(doc.view.nodes[nid].get("module", ""))
         if center:
             self.center_on(visible)
-        win.nodeSelected.emit(nid)
+        host.nodeSelected.emit(nid)
 
-    def center_on(self, ids: list[str]) -> None:
+    def nodes_rect(self, ids: list[str]) -> QRectF:
+        """The scene rectangle holding the boxes of view nodes ``ids`` (null when none is laid out)."""
         lay = self.document.layout
         rect = QRectF()
         for n in ids:
             if lay is not None and n in lay.pos:
                 (x, y), (w, h) = lay.pos[n], lay.size[n]
                 rect = rect.united(QRectF(x - w / 2, y - h / 2, w, h))
-        if rect.isNull():
-            return
-        self.window.view.center_on_rect(rect)
+        return rect
+
+    def center_on(self, ids: list[str]) -> None:
+        rect = self.nodes_rect(ids)
+        if not rect.isNull():
+            self.host.view.center_on_rect(rect)
 
     def node_at(self, scene_pt: QPointF) -> str | None:
-        return self.window.scene.node_at(scene_pt)
+        return self.host.scene.node_at(scene_pt)
 
     # -- user input -----------------------------------------------------------
     def double_clicked(self, nid: str) -> None:
         attrs = self.document.node(nid)
         if attrs.get("kind") == "group":
-            self.window.expand(attrs.get("module", ""))
+            self.host.expand(attrs.get("module", ""))
 
     def navigate(self, direction: str) -> None:
         doc = self.document
         if doc.view is None:
             return
-        if not self.selected or self.selected not in doc.view:
+        if not doc.selected or doc.selected not in doc.view:
             roots = [r for r in doc.view.graph.get("roots", []) if r in doc.view]
             if roots:
                 self.select(roots[:1])
             return
-        nxt = neighbour(doc.view, doc.layout, self.selected, direction)
+        nxt = neighbour(doc.view, doc.layout, doc.selected, direction)
         if nxt:
             self.select([nxt], center=False)
             (x, y), (w, h) = doc.layout.pos[nxt], doc.layout.size[nxt]
-            self.window.view.ensureVisible(QRectF(x - w / 2, y - h / 2, w, h), 80, 80)
+            self.host.view.ensureVisible(QRectF(x - w / 2, y - h / 2, w, h), 80, 80)
 
     def context_menu_for(self, nid: str | None) -> QMenu:
         """The right-click menu of node ``nid`` (or of the background when None)."""
-        win, doc = self.window, self.document
-        menu = QMenu(win)
+        host, doc = self.host, self.document
+        menu = QMenu(self._menu_parent)
         if nid:
             attrs = doc.node(nid)
             self.select([nid], center=False)
             if attrs.get("kind") == "group":
-                menu.addAction("Expand", lambda: win.expand(attrs.get("module", "")))
+                menu.addAction("Expand", lambda: host.expand(attrs.get("module", "")))
             parent = doc.parent_module(nid)
             if parent:
-                act = menu.addAction(f"Collapse parent ({parent})", lambda: win.collapse(parent))
+                act = menu.addAction(f"Collapse parent ({parent})", lambda: host.collapse(parent))
                 act.setEnabled(parent in doc.expanded)
             if attrs.get("location"):
                 from gradviz.app.source_link import open_location
                 menu.addAction("Open source", lambda: open_location(attrs["location"]))
             menu.addAction("Copy id", lambda: QGuiApplication.clipboard().setText(nid))
             menu.addSeparator()
-        menu.addAction(win.act_fit)
-        menu.addAction(win.act_expand_all)
-        menu.addAction(win.act_reset_grouping)
+        for act in (host.acts.fit, host.acts.expand_all, host.acts.collapse_all, host.acts.reset_grouping):
+            menu.addAction(act)
         return menu
 
     def context_menu(self, pos) -> None:
-        view = self.window.view
+        view = self.host.view
         menu = self.context_menu_for(self.node_at(view.mapToScene(pos)))
         menu.exec(view.mapToGlobal(pos))
 
     def outline_toggled(self, module: str, expanded: bool) -> None:
         if expanded:
-            self.window.expand(module)
+            self.host.expand(module)
         else:
-            self.window.collapse(module)
+            self.host.collapse(module)
 
     def outline_activated(self, module: str) -> None:
         doc = self.document

@@ -1,44 +1,44 @@
 """What floats over the graph view: the colour legend (bottom left) and the overview map
-(bottom right), their placement, and the light/dark theme they and the scene follow.
+(top right), their placement, and the light/dark theme they and the scene follow.
 
 The view is told how many pixels the legend covers (``view.bottom_margin``) so that
 Fit keeps every node above it.
 """
 from __future__ import annotations
 
+from typing import Callable
+
+from gradviz.app.graph_view import GraphView
+from gradviz.app.minimap import Minimap
 from gradviz.app.theme import palette_theme
 from gradviz.render.legend import ColorBarWidget
+from gradviz.render.scene import GraphScene
 
 LEGEND_INSET = 12     # px from the viewport's left and bottom edges
 LEGEND_GAP = 6        # px kept free between the graph and the legend's top
 
 
 class Overlays:
-    def __init__(self, window) -> None:
-        self.window = window
-        self.view = window.view
-        self.minimap = window.minimap
-        self.legend = self._make_legend()
+    def __init__(self, view: GraphView, scene: GraphScene, minimap: Minimap, theme: str) -> None:
+        self.view = view
+        self.scene = scene
+        self.minimap = minimap
+        self.theme = theme
+        self.legend = ColorBarWidget(view, theme=theme, key=False)
+        self.legend.setObjectName("legend")
+        scene.colorScaleChanged.connect(self.legend.set_scale)
+        scene.marksChanged.connect(lambda styles: (self.legend.set_marks(styles), self.place()))
+        self.legend.show()
         self.view.viewportMoved.connect(self.place)
-
-    def _make_legend(self):
-        win = self.window
-        legend = ColorBarWidget(self.view, theme=win.theme, key=False)
-        legend.setObjectName("legend")
-        win.scene.colorScaleChanged.connect(legend.set_scale)
-        win.scene.marksChanged.connect(lambda styles: (legend.set_marks(styles), self.place()))
-        legend.show()
-        return legend
 
     def place(self) -> None:
         vp = self.view.viewport().geometry()
         legend = self.legend
-        if legend is not None:
-            legend.resize(legend.sizeHint())
-            legend.move(vp.left() + LEGEND_INSET, vp.bottom() - legend.height() - LEGEND_INSET)
-            legend.raise_()
-            shown = not legend.isHidden()
-            self.view.bottom_margin = legend.height() + LEGEND_INSET + LEGEND_GAP if shown else 0
+        legend.resize(legend.sizeHint())
+        legend.move(vp.left() + LEGEND_INSET, vp.bottom() - legend.height() - LEGEND_INSET)
+        legend.raise_()
+        shown = not legend.isHidden()
+        self.view.bottom_margin = legend.height() + LEGEND_INSET + LEGEND_GAP if shown else 0
         self.minimap.place()
         self.minimap.raise_()
 
@@ -52,14 +52,14 @@ class Overlays:
         if not on:
             self.minimap.hide()
 
-    def follow_palette(self) -> None:
-        """After a palette change: switch scene, legend, histogram and map to a light or dark theme."""
-        win = self.window
-        theme = palette_theme(win.palette())
-        if theme == win.theme:
+    def follow_palette(self, palette, also: Callable[[], None] | None = None) -> None:
+        """After a palette change: switch scene, legend and map (and ``also``) to a light or dark theme."""
+        theme = palette_theme(palette)
+        if theme == self.theme:
             return
-        win.theme = theme
-        win.scene.set_theme(theme)
+        self.theme = theme
+        self.scene.set_theme(theme)
         self.legend.set_theme(theme)
-        win.inspector.histogram.apply_palette()
+        if also is not None:
+            also()
         self.minimap.render_scene()

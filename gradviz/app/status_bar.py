@@ -33,13 +33,21 @@ class StatusBar(QStatusBar):
         self.phase.setVisible(phase is not None)
         self.phase.setText(f"{phase}…" if phase else "")
 
+    def set_busy_phase(self, phase: str) -> None:
+        """The session's phase ('' when idle)."""
+        self.set_busy(phase or None)
+
+    def is_busy(self) -> bool:
+        return not self.busy.isHidden()
+
     def set_run(self, run: dict, view_nodes: int | None = None) -> None:
         script = run.get("script")
         self.script.setText(Path(script).name if script else "no script")
         self.script.setToolTip(script or "")
-        self.device.setText(f"device: {run.get('device') or '—'}")
-        nodes = f"{count(run.get('nodes'))} nodes · {count(run.get('edges'))} edges"
-        if view_nodes is not None and view_nodes != run.get("nodes"):
+        self.device.setText(f"device: {run['device']}" if run.get("device") else "")
+        nodes = f"{count(run.get('nodes'))} nodes · {count(run.get('edges'))} edges" if run.get("nodes") else ""
+        if nodes and view_nodes is not None and view_nodes != run.get("nodes"):
             nodes += f" · {count(view_nodes)} shown"
         self.size_label.setText(nodes)
-        self.timing.setText(f"traced in {seconds(run.get('trace_seconds'))}")
+        traced = run.get("trace_seconds")
+        self.timing.setText(f"traced in {seconds(traced)}" if traced is not None else "")

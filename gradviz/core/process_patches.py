@@ -50,3 +50,32 @@ def register(patch: ProcessPatch) -> ProcessPatch:
     """Declare a patch (at import of the module that needs it); returns it for use."""
     PATCHES[patch.name] = patch
     return patch
+
+
+# -- the window: cyclic garbage collected in the GUI thread only (app/gc_guard.py) ----------
+
+_gc_state = {"was_enabled": True}
+
+
+def _gc_off() -> None:
+    import gc
+
+    _gc_state["was_enabled"] = gc.isenabled()
+    gc.disable()
+
+
+def _gc_back() -> None:
+    import gc
+
+    if _gc_state["was_enabled"]:
+        gc.enable()
+
+
+GC_IN_GUI_THREAD = register(ProcessPatch(
+    name="gui-thread-gc",
+    why="Python's cycle collector runs in whichever thread allocates; run in a trace or training thread it "
+        "destroys Qt objects of closed windows while the GUI thread paints, which can crash the process. "
+        "While a window lives, automatic collection is off and its GUI-thread timer collects instead.",
+    install=_gc_off,
+    uninstall=_gc_back,
+))

@@ -1,99 +1,95 @@
-"""Recorded runs in the window: ``install(window)`` per the extension contract.
+"""Recorded runs in the window: ``install(host)`` (see ``app/extensions.py``).
 
-File ▸ Open run… opens a ``.gvrun`` file (and its sibling rank files): the Run dock
-shows loss / gradient-norm / update-ratio curves per rank, a slider over the steps
-that have node norms, and the findings derived from the record (click one to
-select its nodes). The stored graph structure is shown in the main view and
-coloured by the node norms of the chosen step. Follow mode tails a run another
-process is writing (polled off the UI thread every 0.3 s).
-
-The graph goes to the window through ``window.show_graph(graph, path)`` when the
-window has it; otherwise through the window's own layout runner (what a trace uses).
+File ▸ Open run… (or opening/dropping a ``.gvrun`` file) makes the run a document of its
+own: the Run dock shows loss / gradient-norm / update-ratio curves per rank, a slider
+over the steps that have node norms, and the findings derived from the record (click one
+to select its nodes). The stored graph is shown in the main view, coloured by the node
+norms and loss of the chosen step. Follow mode tails a run another process is writing
+(polled by a job every 0.3 s). Opening anything else closes the run.
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog
 
+from gradviz.app.contract import RunsHost
 from gradviz.app.runs.panel import RunPanel
 from gradviz.core.record.schema import FILE_FILTER, RecordError
+
+log = logging.getLogger(__name__)
 
 __all__ = ["install", "open_run_file", "RunPanel", "RUN_SUFFIXES"]
 
 RUN_SUFFIXES = (".gvrun", ".sqlite", ".db")
 
 
-def install(window) -> RunPanel:
-    panel = RunPanel(window)
-    window.run_panel = panel
-    dock = window.add_dock("Run", panel, Qt.BottomDockWidgetArea)
+def install(host: RunsHost) -> RunPanel:
+    panel = RunPanel(host)
+    dock = host.add_dock("Run", panel, Qt.BottomDockWidgetArea)
     panel.dock = dock
-    if dock is not None and hasattr(dock, "hide"):
-        dock.hide()
-    action = QAction("Open run…", window)
+    dock.hide()
+    action = QAction("Open run…", dock)
     action.setToolTip("Open a run recorded with gradviz.watch (.gvrun)")
-    action.triggered.connect(lambda: open_run_dialog(window))
-    window.add_action("File", action)
+    action.triggered.connect(lambda: open_run_dialog(host, panel))
+    host.add_action("File", action)
     panel.open_action = action
-    panel.stepChosen.connect(lambda step: _step_chosen(window, panel, step))
+    host.add_opener(RUN_SUFFIXES, lambda path: open_run_file(host, panel, path))
+    host.documentChanged.connect(panel.show_document)
+    panel.stepChosen.connect(lambda step: _step_chosen(host, panel, step))
     return panel
 
 
-def open_run_dialog(window) -> None:
-    start = str(Path.cwd())
-    path, _ = QFileDialog.getOpenFileName(window, "Open run", start, FILE_FILTER)
+def open_run_dialog(host: RunsHost, panel: RunPanel) -> None:
+    path, _ = QFileDialog.getOpenFileName(panel, "Open run", str(Path.cwd()), FILE_FILTER)
     if path:
-        open_run_file(window, path)
+        open_run_file(host, panel, path)
 
 
-def open_run_file(window, path: str | Path) -> bool:
-    """Open a run in the window; a bad file is reported with ``window.show_error`` (returns False)."""
-    panel: RunPanel = window.run_panel
-    previous = getattr(panel, "shown_graph_id", None)
-    panel.shown_graph_id = None          # a new run: its first chosen step shows its graph
+def open_run_file(host: RunsHost, panel: RunPanel, path: str | Path) -> bool:
+    """Open a run as the window's document; a bad file leaves a failed document (its error
+    shown), never the previous script's graph under the run's name. Returns success."""
+    doc = host.begin_document(path, "run")
     try:
-        info = panel.open(path)
+        info = panel.open(doc.path, doc)
     except RecordError as exc:
-        panel.shown_graph_id = previous
-        window.show_error(exc)
+        doc.fail(exc)
         return False
-    except Exception as exc:  # noqa: BLE001 - the window must survive any file
-        panel.shown_graph_id = previous
-        window.show_error(RecordError(f"cannot open the run ({type(exc).__name__}: {exc})", path))
+    except Exception as exc:  # noqa: BLE001 - the window must survive any file; the reason is shown
+        log.warning("cannot open the run %s", path, exc_info=True)
+        doc.fail(RecordError(f"cannot open the run ({type(exc).__name__}: {exc})", path))
         return False
-    dock = getattr(panel, "dock", None)
-    if dock is not None:
-        dock.show()
-        dock.raise_()
-    doc = getattr(window, "document", None)
-    if doc is not None and isinstance(getattr(doc, "run", None), dict):
-        doc.run.update(run_file=str(path), ranks=[r["rank"] for r in info["ranks"]],
-                       steps=info["ranks"][0]["steps"] if info["ranks"] else 0)
+    panel.dock.show()
+    panel.dock.raise_()
+    doc.run.update(run_file=str(doc.path), ranks=[r["rank"] for r in info["ranks"]],
+                   steps=info["ranks"][0]["steps"] if info["ranks"] else 0)
+    if doc.graph is None and not panel.node_steps:
+        graph = panel.graph_at_current()       # a run with a graph but no node norms yet
+        if graph is not None:
+            host.show_graph(graph, doc)
     return True
 
 
-def _step_chosen(window, panel: RunPanel, step: int) -> None:
+def _step_chosen(host: RunsHost, panel: RunPanel, step: int) -> None:
+    doc = panel.doc
+    if doc is None:
+        return
     try:
         s, norms = panel.norms_at(step)
         if s is None:
             return
-        gid = panel._graph_id
-        if gid is not None and gid != getattr(panel, "shown_graph_id", None):
+        gid = panel.graph_id
+        if gid is not None and gid != panel.shown_graph_id:
             graph = panel.graph_at_current()
             if graph is not None:
                 panel.shown_graph_id = gid
-                _show_graph(window, graph, panel.paths[0])
-        window.set_node_norms(norms)
-        loss = getattr(panel, "step_loss", None)
-        if loss is not None and hasattr(window, "set_loss"):
-            window.set_loss(loss)
+                graph.graph["script"] = str(doc.path)
+                host.show_graph(graph, doc)
+        doc.set_norms(norms, s, "recorded")
+        if panel.step_loss is not None:
+            doc.set_loss(panel.step_loss, s)
     except RecordError as exc:
-        window.show_error(exc)
-
-
-def _show_graph(window, graph, path: Path) -> None:
-    graph.graph["script"] = str(path)
-    window.show_graph(graph, path)
+        host.show_error(exc)

@@ -10,7 +10,10 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QSlider, QSplitter,
                                QVBoxLayout, QWidget)
 
-from gradviz.app.runs.follow import FollowThread
+from gradviz.app.contract import RunsHost
+from gradviz.app.document import Document
+from gradviz.app.jobs import Job
+from gradviz.app.runs.follow import follow_job
 
 RANK_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 CURVES = (("loss", "loss", False), ("grad_norm", "global grad norm", True), ("update_ratio", "update ratio", True))
@@ -87,15 +90,16 @@ class _Curves(QWidget):
 
 
 class RunPanel(QWidget):
-    """Shows a run (all its rank files). ``window`` is the gradviz window (or a stand-in)."""
+    """Shows a run (all its rank files): the run document's panel; another document closes it."""
 
     stepChosen = Signal(int)
     opened = Signal(object)            # the summary dict
     stepsAppended = Signal(int)        # total steps now known (rank 0 / first rank)
 
-    def __init__(self, window=None, parent=None) -> None:
+    def __init__(self, host: RunsHost, parent=None) -> None:
         super().__init__(parent)
-        self.window = window
+        self.host = host
+        self.doc: Document | None = None       # the run document shown
         self.paths: list[Path] = []
         self.ranks: list[int] = []
         self.meta: dict[int, dict] = {}
@@ -103,9 +107,10 @@ class RunPanel(QWidget):
         self.n_steps: dict[int, int] = {}
         self.last_step: dict[int, int | None] = {}
         self.findings: list[dict] = []
-        self.follower: FollowThread | None = None
+        self.follower: Job | None = None
         self._reader = None                    # reader of the shown rank (UI thread; graph + node norms)
-        self._graph_id: int | None = None
+        self.graph_id: int | None = None
+        self.shown_graph_id: int | None = None       # the graph id on screen (a new one is laid out)
         self.step_loss: float | None = None          # the loss of the step chosen last
 
         self.title = QLabel("No run open. File ▸ Open run…")
@@ -141,8 +146,13 @@ class RunPanel(QWidget):
         lay.addWidget(split, 1)
 
     # -- opening -------------------------------------------------------------
-    def open(self, path: str | Path) -> dict:
-        """Open a run (raises RecordError for a bad file; the panel is then unchanged)."""
+    def show_document(self, doc: Document) -> None:
+        """Another document than the run shown: the run is closed, the panel emptied."""
+        if doc is not self.doc:
+            self.close_run()
+
+    def open(self, path: str | Path, doc: Document | None = None) -> dict:
+        """Open a run into ``doc`` (raises RecordError for a bad file; the panel is then empty)."""
         from gradviz.core.record.analysis import summary
         from gradviz.core.record.reader import open_ranks
 
@@ -156,6 +166,7 @@ class RunPanel(QWidget):
                 r.close()
             raise
         self.close_run()
+        self.doc = doc
         self._reader = readers[0]
         for r in readers[1:]:
             r.close()
@@ -184,7 +195,13 @@ class RunPanel(QWidget):
             self._reader = None
         self.paths, self.ranks, self.meta = [], [], {}
         self.node_steps, self.n_steps, self.last_step = [], {}, {}
-        self._graph_id = None
+        self.graph_id = self.shown_graph_id = None
+        self.doc = None
+        self.step_loss = None
+        self.curves.clear()
+        self.set_findings([])
+        self._update_title()
+        self._reset_slider()
 
     def _update_title(self) -> None:
         if not self.paths:
@@ -245,27 +262,31 @@ class RunPanel(QWidget):
         if row is not None:
             for name, norm, has in zip(self._reader.param_names, row["grad_norms"], row["has_grad"]):
                 norms[f"param:{name}"] = float(norm) if has else None
-        rows = self._reader._query("SELECT graph_id FROM node_norms WHERE step = ?", (s,))
-        self._graph_id = int(rows[0][0]) if rows else None
+        ids = [gid for gid, first, _ in self._reader.graph_ids() if first <= s]
+        self.graph_id = ids[-1] if ids else None
         return s, norms
 
     # -- follow mode -------------------------------------------------------------
     def set_follow(self, on: bool) -> None:
         if on and self.follower is None and self.paths:
-            self.follower = FollowThread(self.paths, dict(self.last_step),
-                                         {self.ranks[0]: self.node_steps[-1] if self.node_steps else None})
-            self.follower.newSteps.connect(self._new_steps)
-            self.follower.newNodeSteps.connect(self._new_node_steps)
-            self.follower.failed.connect(self._follow_failed)
-            self.follower.start()
+            job = follow_job(self.paths, dict(self.last_step),
+                             {self.ranks[0]: self.node_steps[-1] if self.node_steps else None})
+            self.follower = self.host.jobs.submit("follow", job, document=self.doc, on_progress=self._followed,
+                                                  on_failed=self._follow_failed)
         elif not on and self.follower is not None:
             f, self.follower = self.follower, None
-            f.stop()
-            f.deleteLater()
+            f.cancel()
         if self.follow_box.isChecked() != bool(on and self.paths):
             self.follow_box.blockSignals(True)
             self.follow_box.setChecked(bool(on and self.paths))
             self.follow_box.blockSignals(False)
+
+    def _followed(self, payload) -> None:
+        kind, batch = payload
+        if kind == "steps":
+            self._new_steps(batch)
+        else:
+            self._new_node_steps(batch)
 
     def _new_steps(self, batch: dict) -> None:
         n = len(self.ranks)
@@ -285,10 +306,9 @@ class RunPanel(QWidget):
         self._update_title()
         self._reset_slider(select_last=at_end)
 
-    def _follow_failed(self, message: str) -> None:
+    def _follow_failed(self, exc: BaseException, details: str) -> None:
         self.set_follow(False)
-        if self.window is not None and hasattr(self.window, "show_error"):
-            self.window.show_error(f"Following the run stopped: {message}")
+        self.host.show_error(f"Following the run stopped: {exc}", details=details)
 
     # -- findings ----------------------------------------------------------------
     def set_findings(self, findings: list[dict]) -> None:
@@ -311,8 +331,8 @@ class RunPanel(QWidget):
         if isinstance(step, int):
             self.choose_step(step)
         nodes = list(f.get("nodes") or [])
-        if nodes and self.window is not None and hasattr(self.window, "select_nodes"):
-            self.window.select_nodes(nodes)
+        if nodes and self.doc is not None:
+            self.doc.select(nodes)
 
     def shutdown(self) -> None:
         self.close_run()

@@ -4,11 +4,15 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, Signal
+from PySide6.QtCore import Signal
+from PySide6.QtGui import QAction
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGridLayout,
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
+from gradviz.app.contract import TrainingHost
+from gradviz.app.diagnosis.explain import explain_nonfinite
+from gradviz.app.document import Document
 from gradviz.app.training.history import History
 from gradviz.app.training.plots import TrainingPlots
 from gradviz.app.training.worker import TrainingWorker
@@ -19,12 +23,16 @@ OPTIMIZER_CHOICES = [("script's", None), ("SGD", "sgd"), ("SGD + momentum", "sgd
 
 
 class TrainingPanel(QWidget):
+    """Trains the current document's script; a new document stops it and clears the panel."""
+
     stateChanged = Signal(str)
 
-    def __init__(self, window, history: History | None = None, plots: TrainingPlots | None = None,
+    def __init__(self, host: TrainingHost, history: History | None = None, plots: TrainingPlots | None = None,
                  parent=None) -> None:
         super().__init__(parent)
-        self.window = window
+        self.host = host
+        self.doc: Document = host.document       # the document trained (what the worker's results go to)
+        self.actions: dict[str, QAction] = {}
         self.history = history if history is not None else History()
         self.plots = plots if plots is not None else TrainingPlots(self.history)
         self.worker: TrainingWorker | None = None
@@ -32,8 +40,8 @@ class TrainingPanel(QWidget):
         self._old_workers: list[TrainingWorker] = []
         self.state = "stopped"
         self.last_metrics: dict = {}
-        # the diagnosis extension may set this: TrainConfig.diagnose_nonfinite for runs started here
-        self.diagnose_nonfinite = None
+        # TrainConfig.diagnose_nonfinite: a non-finite loss is explained by the diagnosis engine
+        self.diagnose_nonfinite = explain_nonfinite
 
         self.btn_start = QPushButton("Start")
         self.btn_pause = QPushButton("Pause")
@@ -134,12 +142,7 @@ class TrainingPanel(QWidget):
             self.worker.apply_config(self.config())
 
     def _fixed_range_toggled(self, on: bool) -> None:
-        if not hasattr(self.window, "set_color_range"):
-            return          # a window without the range API: colours follow the data
-        if on:
-            self.window.set_color_range(*self.window.color_range())
-        else:
-            self.window.set_color_range(None)
+        self.doc.set_fixed_range(self.host.color_range() if on else None)
 
     # -- controls ---------------------------------------------------------
     def is_running(self) -> bool:
@@ -149,10 +152,12 @@ class TrainingPanel(QWidget):
         if self.is_running():
             self.worker.resume()
             return
-        script = self.window.current_script() if hasattr(self.window, "current_script") else None
-        if not script:
-            self.window.show_error("Open a model script before training.")
+        doc = self.host.document
+        if doc.kind != "script" or doc.path is None:
+            self.host.show_error("Open a model script before training.")
             return
+        script = str(doc.path)
+        self.doc = doc
         self._retire_worker()
         self.history.set_names([])
         w = TrainingWorker(script, self.config(), self)
@@ -166,7 +171,6 @@ class TrainingPanel(QWidget):
         w.failed.connect(self._on_failed)
         w.wasReset.connect(self._on_reset)
         self.worker = w
-        self._script = script
         w.start_training()
         self._set_state("running")
 
@@ -238,9 +242,7 @@ class TrainingPanel(QWidget):
             self.step_label.setText(f"step {int(steps[-1]) + 1}")
             loss = float(cols["loss"][-1])
             self.loss_label.setText(f"loss {loss:.4g}" if math.isfinite(loss) else f"loss {loss}")
-            setter = getattr(self.window, "set_loss", None)
-            if setter is not None:
-                setter(loss)
+            self.doc.set_loss(loss, int(steps[-1]) + 1)
             st = cols.get("step_time")
             if st is not None and len(st):
                 mean = float(st.mean())
@@ -248,17 +250,13 @@ class TrainingPanel(QWidget):
                     self.rate_label.setText(f"{1.0 / mean:.0f} steps/s")
 
     def _on_norms(self, norms: dict) -> None:
-        setter = getattr(self.window, "set_node_norms", None)
-        if setter is not None:
-            setter(norms)
+        self.doc.set_norms(norms, source="training")
         if self.plots.highlighted:
-            self.plots.highlight(self.plots.highlighted, node_color(self.window, f"param:{self.plots.highlighted}"))
+            self.plots.highlight(self.plots.highlighted, self.host.node_color(f"param:{self.plots.highlighted}"))
 
     def _on_detail(self, detail: dict) -> None:
         """Fresh statistics of the selected node: the inspector follows training."""
-        update = getattr(self.window, "update_node_stats", None)
-        if update is not None:
-            update(detail["id"], detail.get("grad"), detail.get("value"))
+        self.doc.update_node_stats(detail["id"], detail.get("grad"), detail.get("value"))
 
     def _on_metrics(self, metrics: dict) -> None:
         self.last_metrics = dict(metrics)
@@ -269,7 +267,8 @@ class TrainingPanel(QWidget):
             self.acc_label.setText(f"{k} {v:.4g}")
 
     def _on_failed(self, exc, details: str) -> None:
-        self.window.show_error(exc, details)
+        if self.doc is self.host.document:
+            self.host.show_error(exc, details)
 
     def _set_state(self, state: str) -> None:
         self.state = state
@@ -280,7 +279,31 @@ class TrainingPanel(QWidget):
         self.btn_step.setEnabled(not running)
         self.btn_stop.setEnabled(running or paused)
         self.device.setEnabled(not (running or paused))
+        for name, button in (("start", self.btn_start), ("pause", self.btn_pause), ("resume", self.btn_resume),
+                             ("step", self.btn_step), ("stop", self.btn_stop)):
+            if name in self.actions:
+                self.actions[name].setEnabled(button.isEnabled())
         self.stateChanged.emit(state)
+
+    def set_actions(self, actions: dict[str, QAction]) -> None:
+        """The Run menu's actions: enabled exactly when their buttons are."""
+        self.actions = actions
+        self._set_state(self.state)
+
+    # -- documents ----------------------------------------------------------
+    def show_document(self, doc: Document) -> None:
+        """Another document: training of the old one stops, its history and labels go."""
+        self._retire_worker()
+        self.doc = doc
+        self.history.set_names([])
+        self.plots.set_names([])
+        self.plots.refresh(force=True)
+        self.last_metrics = {}
+        self.step_label.setText("step —")
+        self.loss_label.setText("loss —")
+        self.acc_label.setText("")
+        self.rate_label.setText("")
+        self._set_state("stopped")
 
     # -- graph selection --------------------------------------------------
     def node_selected(self, nid: str) -> None:
@@ -290,7 +313,7 @@ class TrainingPanel(QWidget):
         if nid.startswith("param:"):
             name = nid[len("param:"):]
             if name in self.plots.param_curves:
-                self.plots.highlight(name, node_color(self.window, nid))
+                self.plots.highlight(name, self.host.node_color(nid))
                 return
         self.plots.highlight(None)
 
@@ -301,22 +324,3 @@ class TrainingPanel(QWidget):
             if not path:
                 return None
         return self.history.to_csv(path)
-
-
-def node_color(window, nid: str) -> QColor | None:
-    """The fill colour of node ``nid`` in the window's graph, when the window can say."""
-    lookup = getattr(window, "node_color", None)
-    return lookup(nid) if callable(lookup) else None
-
-
-class CloseGuard(QObject):
-    """Stops the training thread when the window closes (before it is destroyed)."""
-
-    def __init__(self, panel: TrainingPanel, window) -> None:
-        super().__init__(window)
-        self.panel = panel
-
-    def eventFilter(self, obj, event) -> bool:
-        if event.type() == QEvent.Close:
-            self.panel.shutdown()
-        return False

@@ -1,0 +1,174 @@
+"""The Diagnosis panel: runs the checklist (``gradviz check``) on the current document and
+shows every finding whole — what is wrong, why, and the fix — with its location.
+
+Laid out for a short, wide bottom dock: one row with the buttons and the summary, then
+the findings as one readable report. A finding's title selects and frames its nodes in
+the graph; its ``file:line`` opens the source. The report belongs to the document it
+was made for (``doc.findings``): opening another script clears it.
+"""
+from __future__ import annotations
+
+import html
+
+from PySide6.QtCore import QUrl, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
+
+from gradviz.app.contract import PanelHost
+from gradviz.app.diagnosis.jobs import check_job
+from gradviz.app.document import Document
+from gradviz.app.jobs import Job
+from gradviz.app.source_link import open_location, short_location
+
+SEVERITY_COLORS = {"error": "#d32f2f", "warning": "#c77700", "info": "#1f6fb2"}
+IDLE_TEXT = "Run a health check to see what is wrong with the gradients."
+
+
+def finding_html(i: int, f: dict) -> str:
+    """One finding as HTML: a linked title (selects its nodes), the whole message, its location."""
+    color = SEVERITY_COLORS.get(f["severity"], "#555")
+    title = f'<a href="show:{i}" style="color:{color}; font-weight:600;">{html.escape(f["severity"].upper())} · ' \
+            f'{html.escape(f["code"])}</a>'
+    where = ""
+    if f.get("location"):
+        where = f' &nbsp;<a href="loc:{i}">{html.escape(short_location(f["location"]))}</a>'
+    extra = []
+    if f.get("params"):
+        extra.append("parameters: " + ", ".join(html.escape(p) for p in f["params"][:12])
+                     + (" …" if len(f["params"]) > 12 else ""))
+    if f.get("modules"):
+        extra.append("modules: " + ", ".join(html.escape(m or "(model)") for m in f["modules"][:12]))
+    tail = f'<br><span style="color:gray;">{" · ".join(extra)}</span>' if extra else ""
+    return f'<p style="margin-bottom:8px;">{title}{where}<br>{html.escape(f["message"])}{tail}</p>'
+
+
+def summary_text(report: dict) -> str:
+    findings = report.get("findings", [])
+    secs = report.get("seconds", 0)
+    if not findings:
+        return (f"No problems found ({secs:.1f} s): every parameter gets a finite gradient; norms, "
+                "activations and the numerical check look healthy.")
+    counts = {s: sum(1 for f in findings if f["severity"] == s) for s in ("error", "warning", "info")}
+    parts = [f"{n} {name}{'s' if n != 1 and name != 'info' else ''}" for name, n in counts.items() if n]
+    return f"{', '.join(parts)} ({secs:.1f} s). Click a finding's title to see it in the graph."
+
+
+class DiagnosisPanel(QWidget):
+    findingActivated = Signal(dict)
+    checkFinished = Signal(object)     # the report dict
+
+    def __init__(self, host: PanelHost, parent=None) -> None:
+        super().__init__(parent)
+        self.host = host
+        self.doc: Document = host.document
+        self.report: dict | None = None
+        self.job: Job | None = None
+        self.run_button = QPushButton("Run health check")
+        self.run_button.setToolTip("Run the gradient checklist on the current script (in the background)")
+        self.run_button.clicked.connect(lambda: self.run_check())
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setEnabled(False)
+        self.cancel_button.clicked.connect(self.cancel)
+        self.status = QLabel(IDLE_TEXT)
+        self.status.setWordWrap(True)
+        self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.browser = QTextBrowser()
+        self.browser.setOpenLinks(False)
+        self.browser.anchorClicked.connect(self._anchor)
+        self.browser.setMinimumHeight(60)
+        top = QHBoxLayout()
+        top.addWidget(self.run_button)
+        top.addWidget(self.cancel_button)
+        top.addWidget(self.status, 1)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(6, 4, 6, 4)
+        lay.addLayout(top)
+        lay.addWidget(self.browser, 1)
+        host.documentChanged.connect(self.show_document)
+
+    # -- documents ------------------------------------------------------------------
+    def show_document(self, doc: Document) -> None:
+        """Another document: its own report (none yet, it was just opened)."""
+        self.doc = doc
+        self.job = None
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        self.set_report(doc.findings)
+
+    # -- running -------------------------------------------------------------------
+    def run_check(self, steps: int = 0) -> Job | None:
+        doc = self.host.document
+        if doc.kind != "script" or doc.path is None:
+            self.status.setText("Open a model script first.")
+            return None
+        self.doc = doc
+        self.set_report(None)
+        self.status.setText("Checking…")
+        self.run_button.setEnabled(False)
+        self.cancel_button.setEnabled(True)
+        self.job = self.host.jobs.submit(
+            "check", check_job(str(doc.path), steps), document=doc, on_done=lambda r: self._done(doc, r),
+            on_failed=self._failed, on_phase=lambda s: self.status.setText(f"Checking: {s}…"),
+            on_ended=self._ended)
+        return self.job
+
+    def cancel(self) -> None:
+        if self.job is not None and self.job.active:
+            self.job.cancel()
+            self.status.setText("Cancelling…")
+
+    def _ended(self, outcome: str) -> None:
+        self.run_button.setEnabled(True)
+        self.cancel_button.setEnabled(False)
+        if outcome == "cancelled":
+            self.status.setText("Cancelled.")
+
+    def _failed(self, exc: BaseException, details: str) -> None:
+        self.status.setText(f"The check itself failed: {type(exc).__name__}: {exc}")
+        self.host.show_error(exc, details=details, title="The health check failed")
+
+    def _done(self, doc: Document, report: dict) -> None:
+        doc.set_findings(report)
+        self.set_report(report)
+        self.mark_all()
+        self.checkFinished.emit(report)
+
+    # -- showing ---------------------------------------------------------------------
+    def set_report(self, report: dict | None) -> None:
+        self.report = report
+        if report is None:
+            self.status.setText(IDLE_TEXT)
+            self.browser.clear()
+            return
+        self.status.setText(summary_text(report))
+        self.browser.setHtml("".join(finding_html(i, f) for i, f in enumerate(report.get("findings", []))))
+
+    def mark_all(self) -> None:
+        """Broken edges and NaN origins of every finding, drawn in the graph of its document."""
+        if self.report is None:
+            return
+        findings = self.report.get("findings", [])
+        edges = [tuple(e) for f in findings for e in f.get("edges", [])]
+        origins = [n for f in findings for n in (f.get("data") or {}).get("nan_origin", [])]
+        if edges:
+            self.doc.mark_edges(edges, "broken")
+        if origins:
+            self.doc.mark_nodes(origins, "nan-origin")
+
+    def findings(self) -> list[dict]:
+        return list(self.report.get("findings", [])) if self.report else []
+
+    def activate(self, i: int) -> None:
+        """Select and frame finding ``i``'s nodes in the graph (what clicking its title does)."""
+        f = self.findings()[i]
+        if f.get("nodes"):
+            self.doc.select(list(f["nodes"]), center=True)
+        self.findingActivated.emit(f)
+
+    def _anchor(self, url: QUrl) -> None:
+        kind, _, index = url.toString().partition(":")
+        if not index.isdigit() or int(index) >= len(self.findings()):
+            return
+        if kind == "show":
+            self.activate(int(index))
+        elif kind == "loc":
+            open_location(self.findings()[int(index)].get("location") or "")

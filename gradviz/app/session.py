@@ -1,0 +1,191 @@
+"""Which document is open, and the background work that fills it: tracing, grouping, layout.
+
+``Session`` owns the current ``Document``. Opening or reloading a script makes a new
+document at once (``documentChanged``): every panel drops what it showed, and the trace
+job that fills the new document is bound to it, so its result is dropped if another
+document was opened meanwhile. The session relays the current document's changes as
+``documentEdited(doc, what, info)``; documents that are no longer current are muted.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Callable
+
+from PySide6.QtCore import QObject, Signal
+
+from gradviz.app.document import Document, TraceResult, ViewResult
+from gradviz.app.jobs import JobContext, Jobs
+
+log = logging.getLogger(__name__)
+
+AUTO_BOXES = 220  # "about 200" items in the first view (see grouping.auto_depth)
+
+
+class Session(QObject):
+    documentChanged = Signal(object)          # the new current Document
+    documentEdited = Signal(object, str, dict)  # current document, what changed, details
+    busyChanged = Signal(bool)
+    phaseChanged = Signal(str)                # what the trace/layout lanes do now ('' = idle)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.document = Document()
+        self.document.listen(self._edited)
+        self.jobs = Jobs(self, is_current=lambda doc: doc is self.document)
+        self.jobs.phaseChanged.connect(self._lane_phase)
+        self._phases: dict[str, str] = {}
+        self._after_view: list[Callable[[], None]] = []
+
+    # -- the current document ------------------------------------------------------
+    def replace(self, doc: Document) -> Document:
+        """Make ``doc`` the current document; the old one is muted and its work cancelled."""
+        old = self.document
+        old.listen(None)
+        for lane in ("trace", "layout"):
+            self.jobs.cancel(lane)
+        self._after_view.clear()
+        self.document = doc
+        doc.listen(self._edited)
+        log.debug("document %r replaces %r", doc, old)
+        self.documentChanged.emit(doc)
+        return doc
+
+    def _edited(self, doc: Document, what: str, info: dict) -> None:
+        if doc is self.document:
+            self.documentEdited.emit(doc, what, info)
+
+    # -- busy ---------------------------------------------------------------------
+    def _lane_phase(self, lane: str, phase: str) -> None:
+        if lane not in ("trace", "layout"):
+            return
+        was = self.is_busy()
+        if phase:
+            self._phases[lane] = phase
+        else:
+            self._phases.pop(lane, None)
+        self.phaseChanged.emit(self.phase())
+        if was != self.is_busy():
+            self.busyChanged.emit(self.is_busy())
+
+    def phase(self) -> str:
+        return self._phases.get("trace") or self._phases.get("layout") or ""
+
+    def is_busy(self) -> bool:
+        return bool(self._phases)
+
+    # -- opening ----------------------------------------------------------------------
+    def open_script(self, path: str | Path) -> Document:
+        path = Path(path).expanduser().resolve()
+        old = self.document
+        doc = self.replace(Document(path, "script"))
+        # a reload keeps the user's grouping where the modules are still there
+        hint = set(old.expanded) if old.path == path and old.graph is not None else None
+        self.jobs.submit("trace", trace_job(path, AUTO_BOXES, hint), document=doc,
+                         on_done=doc.set_trace, on_failed=doc.fail)
+        self._lane_phase("trace", "loading script")
+        return doc
+
+    def show_graph(self, graph, doc: Document) -> None:
+        """Show a graph that was not traced here (e.g. from a run file) in ``doc``: the graph
+        is known at once (norms may be set on it), grouping and layout follow off the UI thread."""
+        doc.set_graph(graph)
+        self.jobs.submit("trace", graph_job(doc.path, graph, AUTO_BOXES), document=doc,
+                         on_done=lambda r: doc.set_view(ViewResult(r.expanded, r.view, r.layout), fit=True),
+                         on_failed=doc.fail)
+        self._lane_phase("trace", "laying out the graph")
+
+    # -- grouping -----------------------------------------------------------------------
+    def set_expanded(self, expanded: set[str], then: Callable[[], None] | None = None) -> None:
+        """Re-collapse and re-lay out (off the UI thread); ``then`` runs once it is shown."""
+        doc = self.document
+        if doc.graph is None:
+            return
+        self._after_view = [then] if then else []
+        self.jobs.submit("layout", view_job(doc.graph, expanded), document=doc,
+                         on_done=lambda r: self._view_done(doc, r))
+        self._lane_phase("layout", "layout")
+
+    def _view_done(self, doc: Document, result: ViewResult) -> None:
+        callbacks, self._after_view = self._after_view, []
+        doc.set_view(result, fit=False)
+        for cb in callbacks:
+            cb()
+
+    def stop(self, wait_ms: int = 30000) -> bool:
+        return self.jobs.stop(wait_ms)
+
+
+# -- the jobs (run on the trace / layout lanes) ---------------------------------------
+
+def trace_job(path: Path, max_boxes: int = AUTO_BOXES, expanded: set[str] | None = None):
+    """Load the script, forward + backward, collapse (``auto_depth`` or ``expanded``), lay out."""
+    def job(ctx: JobContext) -> TraceResult:
+        from gradviz.core.script import load_script
+        from gradviz.core.trace import trace
+
+        timings: dict[str, float] = {}
+        ctx.phase("loading script")
+        t0 = time.perf_counter()
+        script = load_script(path)
+        t1 = time.perf_counter()
+        timings["load"] = t1 - t0
+        ctx.phase("forward + backward")
+        graph = trace(script)
+        del script
+        timings["trace"] = time.perf_counter() - t1
+        return group_and_layout(ctx, path, graph, max_boxes, timings, expanded)
+
+    return job
+
+
+def graph_job(path: Path | None, graph, max_boxes: int = AUTO_BOXES):
+    """Group and lay out a graph that was not traced here (e.g. read from a run file)."""
+    def job(ctx: JobContext) -> TraceResult:
+        return group_and_layout(ctx, path, graph, max_boxes, {})
+
+    return job
+
+
+def group_and_layout(ctx: JobContext, path, graph, max_boxes: int, timings: dict,
+                     expanded: set[str] | None = None) -> TraceResult:
+    from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+
+    t0 = time.perf_counter()
+    ctx.phase("grouping")
+    if expanded is not None:
+        expanded = {m for m in expanded if m in graph.graph.get("modules", {})}
+    else:
+        expanded = expanded_to_depth(graph, auto_depth(graph, max_boxes))
+    view = collapse(graph, expanded=expanded)
+    t1 = time.perf_counter()
+    timings["collapse"] = t1 - t0
+    ctx.phase("layout")
+    lay = layout_view(view)
+    timings["layout"] = time.perf_counter() - t1
+    return TraceResult(path, graph, expanded, view, lay, timings)
+
+
+def view_job(graph, expanded: set[str]):
+    """Re-collapse the full graph with a new set of expanded modules and lay it out."""
+    expanded = set(expanded)
+
+    def job(ctx: JobContext) -> ViewResult:
+        from gradviz.core.grouping import collapse
+
+        t0 = time.perf_counter()
+        ctx.phase("grouping")
+        view = collapse(graph, expanded=expanded)
+        ctx.phase("layout")
+        lay = layout_view(view)
+        return ViewResult(expanded, view, lay, time.perf_counter() - t0)
+
+    return job
+
+
+def layout_view(view):
+    """Lay out with the box sizes the scene draws (``render.style.layout_graph``)."""
+    from gradviz.render.style import layout_graph
+
+    return layout_graph(view)
