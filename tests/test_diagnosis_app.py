@@ -94,7 +94,7 @@ def test_health_check_runs_in_the_background_and_frames_the_finding(qtbot, win):
     qtbot.waitUntil(lambda: panel.run_button.isEnabled(), timeout=WAIT_MS)
     assert win.document.findings["findings"][0]["code"] == "unreachable"
     assert win.document.marked_edges.get("broken")             # the cut drawn red dashed
-    assert win.scene._overlays.get("mark:broken") is not None
+    assert win.scene.marks().edges.get("broken")
     f = panel.findings()[0]
     with qtbot.waitSignal(win.nodeSelected, timeout=5000) as sel:
         click_title(qtbot, panel, 0)
@@ -184,8 +184,8 @@ def test_a_late_result_never_lands_in_another_document(qtbot, win):
     qtbot.wait(100)
     assert win.document is not first
     assert win.document.findings is None and panel.findings() == []
-    assert not win.document.marked_edges and win.scene._overlays.get("mark:broken") is None
+    assert not win.document.marked_edges and not win.scene.marks().edges.get("broken")
     # a stale panel reference writing into the old document changes nothing on screen
     first.select(["param:encoder.0.weight"])
     first.mark_edges([("param:fc1.weight", "op:1")])
-    assert win.selected == "" and win.scene._overlays.get("mark:broken") is None
+    assert win.selected == "" and not win.scene.marks().edges.get("broken")

@@ -109,7 +109,7 @@ def test_a_new_document_replaces_everything_and_mutes_the_old(qtbot, window):
     new = window.document
     assert new is not old and new.serial > old.serial and new.path == TRANSFORMER.resolve()
     assert new.norms == {} and new.marked_edges == {} and new.live_loss is None and new.selected == ""
-    assert window.scene._overlays.get("mark:broken") is None
+    assert not window.scene.marks().edges.get("broken")
     # a stale reference to the old document can change nothing on screen
     before = list(window.scene.norms)
     old.select(["loss"])

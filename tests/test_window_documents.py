@@ -44,7 +44,7 @@ def _everything_of(win, script):
     assert win.selected == "" and win.inspector.node_id == ""
     assert win.inspector.field("script") == script.name
     assert not doc.norms and not doc.marked_edges and not doc.marked_nodes
-    assert win.scene._overlays.get("mark:broken") is None and not any(win.scene._badges.values())
+    assert not win.scene.marks().edges.get("broken") and not win.scene.marks().nodes
     assert win.windowTitle() == script.name
 
 
@@ -71,7 +71,7 @@ def test_results_of_one_script_never_reach_the_next(qtbot, full, tmp_path):
     with qtbot.waitSignal(diag.checkFinished, timeout=WAIT_MS):
         diag.run_check()
     finding = diag.findings()[0]
-    assert finding["code"] == "unreachable" and win.scene._overlays.get("mark:broken") is not None
+    assert finding["code"] == "unreachable" and win.scene.marks().edges.get("broken")
 
     # back to the MLP: the finding of detach.py is gone, and can select nothing here
     open_and_wait(qtbot, win, MLP)

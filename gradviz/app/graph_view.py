@@ -1,14 +1,15 @@
 """The zoomable, pannable view of the graph scene.
 
-Wheel zooms around the cursor, dragging pans, F fits, Ctrl+0 / 1 shows 1:1, +/- zoom,
-arrow keys ask the window to move the selection (``navigate``). Tuned for scenes of
+Wheel zooms around the cursor, dragging pans, arrow keys ask the window to move the
+selection (``navigate``), Escape clears it. F, +, −, 1 and Ctrl+0 are the window's View
+actions (``app/actions.py``): one owner per shortcut. Tuned for scenes of
 ten thousand items: minimal viewport updates, no painter-state saving, no
 antialiasing when zoomed far out.
 """
 from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QKeySequence, QPainter, QShortcut
+from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QFrame, QGraphicsView, QLabel
 
 from gradviz.render.items import SIMPLE_LOD
@@ -57,12 +58,6 @@ class GraphView(QGraphicsView):
         self._placeholder.hide()
         self.horizontalScrollBar().valueChanged.connect(lambda _: self.viewportMoved.emit())
         self.verticalScrollBar().valueChanged.connect(lambda _: self.viewportMoved.emit())
-        for keys, slot in ((("F",), self.fit), (("Ctrl+0", "1"), self.actual_size),
-                           (("+", "=", "Ctrl++"), self.zoom_in), (("-", "Ctrl+-"), self.zoom_out)):
-            for key in keys:
-                sc = QShortcut(QKeySequence(key), self)
-                sc.setContext(Qt.WidgetWithChildrenShortcut)
-                sc.activated.connect(slot)
 
     # -- zoom ----------------------------------------------------------------
     def scale_factor(self) -> float:
