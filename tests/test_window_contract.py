@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pytestqt")
 
 from test_app_support import MLP, ROOT, TRANSFORMER, open_and_wait  # noqa: E402
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("pytestqt")
 
 from test_app_support import MLP, SAMPLES, WAIT_MS, open_and_wait  # noqa: E402
 
