@@ -9,6 +9,8 @@ import argparse
 import json
 from gradviz.cli.guard import out
 
+from gradviz.cli.meta_flag import add_meta_argument, choose_meta
+
 ICONS = {"error": ("✖", "x"), "warning": ("⚠", "!"), "info": ("ℹ", "i")}
 
 
@@ -23,6 +25,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=0, metavar="K",
                    help="also train K steps with the script's optimizer and watch loss and gradient norm")
     p.add_argument("--no-gradcheck", action="store_true", help="skip the numerical gradient check")
+    add_meta_argument(p)
     return p
 
 
@@ -67,8 +70,20 @@ def format_report(report) -> str:
 
 def run(args) -> int:
     from gradviz.core.diagnosis.checklist import check_report
+    from gradviz.core.script import ScriptError, load_script
 
-    report = check_report(args.script, steps=max(0, args.steps), gradcheck=not args.no_gradcheck)
+    try:
+        script = load_script(args.script)
+    except ScriptError:
+        script = None   # check_report reports it as a script-error finding
+    choice = choose_meta(args, script, "gradviz check") if script is not None else None
+    if choice is not None and choice.meta:
+        from gradviz.core.meta_check import structural_check
+
+        report = structural_check(choice.script, choice.model)
+    else:
+        report = check_report(choice.script if choice is not None else args.script, steps=max(0, args.steps),
+                              gradcheck=not args.no_gradcheck)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2), file=out())
     else:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from gradviz.cli import guard
+from gradviz.cli.meta_flag import add_meta_argument, choose_meta
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -35,6 +36,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tiles", action="store_true",
                    help="PNG over --max-pixels: also write full-scale tiles FILE.r<row>c<col>.png")
     p.add_argument("--theme", choices=["light", "dark"], default="light", help="image colours (default light)")
+    add_meta_argument(p)
     p.set_defaults(command="export")
     return p
 
@@ -84,9 +86,15 @@ def run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     try:
+        from gradviz.core.script import load_script
         from gradviz.core.trace import trace
 
-        graph = trace(args.script, step=args.step, device=args.device)
+        script = load_script(args.script)
+        choice = choose_meta(args, script, "gradviz export")
+        # images and DOT draw gradient norms only: the other statistics are not computed for them
+        details = "full" if out.suffix.lower() in (".json", ".graphml") else "norms"
+        graph = trace(choice.script, choice.model, step=args.step, device=args.device, meta=choice.meta,
+                      details=details)
     except ScriptError as exc:
         print(str(exc), file=sys.stderr)  # file:line: message
         return 2
@@ -107,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
     done = time.perf_counter()
     n = graph.number_of_nodes()
     shown = f", collapsed to depth {depth}" if depth is not None else ""
+    if graph.graph.get("meta"):
+        shown += "; structure only (meta device): no gradient values"
     if summary:
         print(summary, file=guard.out())
     print(f"wrote {out} ({n:,} nodes{shown}) in {done - start:.2f} s "

@@ -27,16 +27,20 @@ def prefixes(path: str) -> list[str]:
 
 
 def module_table(model: nn.Module, graph: nx.DiGraph) -> dict[str, dict]:
-    """{path: {type, parent, depth, params, numel, grad_norm, nodes}} for every module.
+    """{path: {type, parent, depth, params, numel, param_bytes, activation_bytes, grad_norm, nodes}}
+    for every module.
 
     ``grad_norm`` is the norm of all the module's parameter gradients (its
     submodules' included), None when none of them got a gradient; ``nodes`` counts
-    graph nodes attributed to the module or below it.
+    graph nodes attributed to the module or below it; ``param_bytes`` the memory of its
+    parameters and ``activation_bytes`` that of the activations its nodes keep for
+    backward (``core/memory.py``), submodules included.
     """
     table: dict[str, dict] = {}
     for path, module in model.named_modules():
         table[path] = {"type": type(module).__name__, "parent": parent_of(path), "depth": depth_of(path),
-                       "params": [], "numel": 0, "grad_sq": None, "nodes": 0}
+                       "params": [], "numel": 0, "param_bytes": 0, "activation_bytes": 0, "grad_sq": None,
+                       "nodes": 0}
     for name, p in model.named_parameters():
         owner = name.rpartition(".")[0]
         if owner in table:
@@ -46,12 +50,15 @@ def module_table(model: nn.Module, graph: nx.DiGraph) -> dict[str, dict]:
         for path in ["", *prefixes(owner)]:
             if path in table:
                 table[path]["numel"] += p.numel()
+                table[path]["param_bytes"] += p.numel() * p.element_size()
                 if norm is not None:
                     table[path]["grad_sq"] = (table[path]["grad_sq"] or 0.0) + norm * norm
     for _, attrs in graph.nodes(data=True):
+        held = attrs.get("activation_bytes") or 0
         for path in ["", *prefixes(attrs.get("module", ""))]:
             if path in table:
                 table[path]["nodes"] += 1
+                table[path]["activation_bytes"] += held
     for entry in table.values():
         sq = entry.pop("grad_sq")
         entry["grad_norm"] = math.sqrt(sq) if sq is not None else None

@@ -11,6 +11,16 @@ Node attributes (every node): ``kind`` (param | input | leaf | op | loss), ``lab
 ``grad_max``, ``grad_zero_frac``, ``grad_nan``, ``grad_inf``, ``grad_numel``,
 ``grad_hist``; parameters also ``param`` and ``value_*``. ``grad_*`` are None
 when no gradient flowed. Edges carry ``shape``, ``dtype`` and ``output_nr``.
+
+How much is computed (``graph.graph['details']``):
+
+* ``"full"`` (the default): every statistic of every node.
+* ``"norms"``: the exact gradient norm of every node (``grad_norm``, ``grad_numel``;
+  ``grad_nan``/``grad_inf`` are 0 when the norm is finite, None when they are unknown)
+  and parameters' ``value_norm``; the rest on demand for the nodes a user looks at
+  (``gradviz.core.details``). About twice as fast on a transformer.
+* ``"none"``: ``meta=True``, structure only on the meta device: shapes, dtypes,
+  modules, source lines and memory estimates, no values at all (``core/meta.py``).
 """
 from __future__ import annotations
 
@@ -22,15 +32,17 @@ import networkx as nx
 import torch
 from torch import nn
 
+from gradviz.core import memory
 from gradviz.core import stats as gstats
 from gradviz.core.capture import ForwardCapture
 from gradviz.core.devices import model_device, to_device
+from gradviz.core.graph_build import GRAPH_FORMAT, add_param_node, build_graph  # noqa: F401 (re-exported)
+from gradviz.core.meta import build_meta_model, meta_forward
 from gradviz.core.modules import module_table
 from gradviz.core.script import ModelScript, check_loss, error_from_exception, load_script
-from gradviz.core.walk import (custom_function, is_leaf, node_ids_for, output_metadata, readable_label,
-                               root_ids, saved_tensors, walk)
+from gradviz.core.walk import is_leaf
 
-GRAPH_FORMAT = 1
+DETAILS = ("full", "norms")
 
 
 @dataclass
@@ -44,6 +56,8 @@ class TraceOptions:
     input_grads: bool = True      # make float inputs require grad, so they appear (with dL/dx)
     saved_tensors: bool = True
     capture_forward: bool = True  # module path and source line per node
+    details: str = "full"         # "full": every statistic; "norms": exact norms, the rest on demand
+    meta: bool = False            # structure only: build and run the model on the meta device
 
 
 @dataclass
@@ -67,22 +81,19 @@ def trace(source: Any, model: nn.Module | None = None, *, options: TraceOptions 
     ``source`` is a script path (or a loaded ``ModelScript``): gradviz builds the
     model, runs ``batch(step)``, forward, loss and backward. Or it is a loss tensor
     (or a list of root tensors) with a ``grad_fn``: pass ``model`` to name the
-    parameters; gradients are computed with ``torch.autograd.grad`` so your
+    parameters (for a script, ``model`` is a model already built from it, e.g. on the meta
+    device); gradients are computed with ``torch.autograd.grad`` so your
     ``.grad`` fields are left untouched. Wrap your forward in
     ``with gradviz.capture(model) as cap:`` and pass ``capture=cap`` to also get
     module paths and source lines. Options are ``TraceOptions`` fields, also
-    accepted as keywords (``trace(path, step=3)``).
+    accepted as keywords (``trace(path, step=3)``, ``trace(path, meta=True)``).
     """
     return trace_run(source, model, options=options, capture=capture, **overrides).graph
 
 
 def trace_run(source: Any, model: nn.Module | None = None, *, options: TraceOptions | None = None,
               capture: ForwardCapture | None = None, **overrides: Any) -> TraceRun:
-    options = options or TraceOptions()
-    for key, value in overrides.items():
-        if not hasattr(options, key):
-            raise TypeError(f"trace() got an unexpected option {key!r}")
-        setattr(options, key, value)
+    options = resolve_options(options, overrides)
     start = time.perf_counter()
     if isinstance(source, torch.Tensor) or (isinstance(source, (list, tuple)) and source
                                             and all(isinstance(t, torch.Tensor) for t in source)):
@@ -90,9 +101,20 @@ def trace_run(source: Any, model: nn.Module | None = None, *, options: TraceOpti
         run = _trace_tensors(roots, model, capture, options)
     else:
         script = source if isinstance(source, ModelScript) else load_script(source)
-        run = _trace_script(script, options)
+        run = _trace_script(script, options, model)
     run.graph.graph["trace_seconds"] = time.perf_counter() - start
     return run
+
+
+def resolve_options(options: TraceOptions | None, overrides: dict[str, Any]) -> TraceOptions:
+    options = options or TraceOptions()
+    for key, value in overrides.items():
+        if not hasattr(options, key):
+            raise TypeError(f"trace() got an unexpected option {key!r}")
+        setattr(options, key, value)
+    if options.details not in DETAILS:
+        raise ValueError(f"details must be one of {DETAILS}, not {options.details!r}")
+    return options
 
 
 def capture(model: nn.Module | None = None) -> ForwardCapture:
@@ -102,33 +124,75 @@ def capture(model: nn.Module | None = None) -> ForwardCapture:
 
 # -- script mode ------------------------------------------------------------
 
-def _trace_script(script: ModelScript, options: TraceOptions) -> TraceRun:
+@dataclass
+class Prepared:
+    """A script's model after forward: what trace and the on-demand details both start from."""
+
+    model: nn.Module
+    inputs: tuple
+    targets: Any
+    device: torch.device
+    capture: ForwardCapture | None
+    loss: torch.Tensor
+
+
+def prepare(script: ModelScript, options: TraceOptions, model: nn.Module | None = None) -> Prepared:
+    """Seed, build the model (on the meta device with ``options.meta``), fetch the batch,
+    run forward and the loss. ``model``: one already built (e.g. on the meta device)."""
     if options.seed is not None:
         torch.manual_seed(options.seed)
-    model = script.new_model()
-    device = torch.device(options.device) if options.device else model_device(model)
-    model.to(device)
+    if options.meta:
+        model = model if model is not None else build_meta_model(script)
+        device = torch.device("meta")
+    else:
+        model = model if model is not None else script.new_model()
+        device = torch.device(options.device) if options.device else model_device(model)
+        model.to(device)
     inputs, targets = script.get_batch(options.step)
     inputs = tuple(to_device(t, device) for t in inputs)
     targets = to_device(targets, device)
     if options.input_grads:
         inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
     cap = ForwardCapture(model) if options.capture_forward else None
-    if cap is not None:
-        with cap:
+    with meta_forward(options.meta):
+        if cap is not None:
+            with cap:
+                raw = script.compute_loss(model, inputs, targets)
+        else:
             raw = script.compute_loss(model, inputs, targets)
+    return Prepared(model, inputs, targets, device, cap, script.check_loss(raw))
+
+
+def input_names(inputs: tuple) -> dict[int, int]:
+    return {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.requires_grad}
+
+
+def _trace_script(script: ModelScript, options: TraceOptions, model: nn.Module | None = None) -> TraceRun:
+    p = prepare(script, options, model)
+    model, loss = p.model, p.loss
+    graph, node_ids = build_graph([loss], model, p.capture, input_names(p.inputs), options)
+    if options.meta:
+        _meta_backward(loss, script.loss_site())
+        for name, param in model.named_parameters():
+            graph.nodes[add_param_node(graph, name, param)]["requires_grad"] = param.requires_grad
+        graph.graph["details"] = "none"
     else:
-        raw = script.compute_loss(model, inputs, targets)
-    loss = script.check_loss(raw)
-    input_names = {id(t): i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.requires_grad}
-    graph, node_ids = build_graph([loss], model, cap, input_names, options)
-    grads = _run_backward(graph, node_ids, [loss], options,
-                          lambda: loss.backward(), script.loss_site())
-    _fill_param_stats(graph, model, {name: p.grad for name, p in model.named_parameters()}, options)
-    _fill_leaf_grads(graph, node_ids, grads)
-    graph.graph.update(script=str(script.path), step=options.step, device=str(device))
+        grads = _run_backward(graph, node_ids, [loss], options, lambda: loss.backward(), script.loss_site())
+        _fill_param_stats(graph, model, {name: q.grad for name, q in model.named_parameters()}, options)
+        _fill_leaf_grads(graph, node_ids, grads, options)
+        graph.graph["details"] = options.details
+    graph.graph.update(script=str(script.path), step=options.step, device=str(p.device), meta=options.meta)
     _finish_modules(graph, model)
-    return TraceRun(graph, model, loss, inputs, targets, cap, node_ids, script)
+    return TraceRun(graph, model, loss, p.inputs, p.targets, p.capture, node_ids, script)
+
+
+def _meta_backward(loss: torch.Tensor, loss_site) -> None:
+    """Backward with meta tensors: no values, but shapes are checked and errors surface."""
+    try:
+        loss.backward()
+    except Exception as exc:
+        path, line = loss_site
+        raise error_from_exception(exc, "backward failed", "backward-error", (path, line) if path else None) from None
 
 
 # -- tensor mode ------------------------------------------------------------
@@ -153,103 +217,61 @@ def _trace_tensors(roots: list[torch.Tensor], model: nn.Module | None, cap: Forw
 
     grads = _run_backward(graph, node_ids, roots, options, backward, (None, None))
     grads.update(results)
-    by_name = {}
     if model is not None:
         pid = {id(p): name for name, p in model.named_parameters()}
         by_name = {pid[id(fn.variable)]: g for fn, g in results.items() if id(fn.variable) in pid}
         _fill_param_stats(graph, model, by_name, options)
-    _fill_leaf_grads(graph, node_ids, grads)
+    _fill_leaf_grads(graph, node_ids, grads, options)
     device = roots[0].device
-    graph.graph.update(script=None, step=None, device=str(device))
+    graph.graph.update(script=None, step=None, device=str(device), details=options.details, meta=False)
     _finish_modules(graph, model)
     return TraceRun(graph, model, roots[0], (), None, cap, node_ids, None)
 
 
-# -- building the graph -----------------------------------------------------
-
-def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: ForwardCapture | None,
-                input_names: dict[int, int], options: TraceOptions) -> tuple[nx.DiGraph, dict[Any, str]]:
-    """The static graph (no gradients yet) and the map autograd node -> node id."""
-    nodes, edges = walk([r.grad_fn for r in roots])
-    param_names = {id(p): name for name, p in model.named_parameters()} if model is not None else {}
-    module_types = {path: type(m).__name__ for path, m in model.named_modules()} if model is not None else {}
-    origins = cap.origins if cap is not None else {}
-
-    g = nx.DiGraph()
-    node_ids: dict[Any, str] = {}
-    for fn, nid in zip(nodes, node_ids_for(nodes, param_names, input_names)):
-        outputs = output_metadata(fn)
-        first = outputs[0] if outputs else {"shape": [], "dtype": "", "device": ""}
-        attrs: dict[str, Any] = {
-            "op": fn.name(), "label": readable_label(fn), "shape": first["shape"], "dtype": first["dtype"],
-            "device": first["device"], "outputs": outputs, "module": "", "location": "", "code": "",
-            "call": "", "saved": [], "custom": None,
-        }
-        kind = nid.partition(":")[0]
-        if kind == "param":
-            name = nid[len("param:"):]
-            attrs.update(kind="param", param=name, label=name, module=name.rpartition(".")[0])
-        elif kind == "input":
-            i = int(nid[len("input:"):])
-            attrs.update(kind="input", label=f"input {i}", input_index=i)
-        elif kind == "leaf":
-            attrs.update(kind="leaf", label="tensor")
-        else:
-            attrs["kind"] = "op"
-            attrs["custom"] = custom_function(fn)
-            if options.saved_tensors:
-                attrs["saved"] = saved_tensors(fn)
-            origin = origins.get(fn)
-            if origin is not None:
-                attrs.update(module=origin.module, location=origin.location, code=origin.code, call=origin.call)
-        attrs["module_type"] = module_types.get(attrs["module"], "")
-        attrs["reachable"] = True
-        node_ids[fn] = nid
-        g.add_node(nid, **attrs)
-
-    for src, dst, output_nr in edges:
-        u, v = node_ids[src], node_ids[dst]
-        outputs = g.nodes[u]["outputs"]
-        meta = outputs[output_nr] if output_nr < len(outputs) else (outputs[0] if outputs else {})
-        if g.has_edge(u, v):
-            g.edges[u, v]["count"] += 1
-        else:
-            g.add_edge(u, v, shape=meta.get("shape", []), dtype=meta.get("dtype", ""), output_nr=output_nr, count=1)
-
-    rids = root_ids(len(roots))
-    for i, (r, rid) in enumerate(zip(roots, rids)):
-        value = r.detach().float().sum().item() if r.numel() == 1 else None
-        g.add_node(rid, kind="loss", op="", label="loss" if len(roots) == 1 else f"loss {i}", shape=list(r.shape),
-                   dtype=str(r.dtype).replace("torch.", ""), device=str(r.device), outputs=[], module="",
-                   module_type="", location="", code="", call="", saved=[], custom=None, value=value,
-                   reachable=True)
-        g.add_edge(node_ids[r.grad_fn], rid, shape=list(r.shape), dtype=g.nodes[rid]["dtype"], output_nr=0, count=1)
-    _inherit_modules(g)
-    g.graph.update(format=GRAPH_FORMAT, roots=rids, loss=g.nodes[rids[0]].get("value"),
-                   cuts=_cuts_summary(cap, node_ids))
-    return g, node_ids
-
-
-def _inherit_modules(g: nx.DiGraph) -> None:
-    """Ops with no recorded origin take the module of the op that consumes them."""
-    for nid in reversed(list(nx.topological_sort(g))):
-        attrs = g.nodes[nid]
-        if attrs["kind"] == "op" and not attrs["location"]:
-            for succ in g.successors(nid):
-                s = g.nodes[succ]
-                if s["kind"] == "op" and s["location"]:
-                    attrs.update(module=s["module"], module_type=s["module_type"])
-                    break
-
-
-def _cuts_summary(cap: ForwardCapture | None, node_ids: dict[Any, str]) -> list[dict]:
-    if cap is None:
-        return []
-    return [{"op": c.op, "module": c.module, "location": c.location, "code": c.code,
-             "nodes": [node_ids[fn] for fn in c.input_nodes if fn in node_ids]} for c in cap.cuts]
-
-
 # -- gradients --------------------------------------------------------------
+
+class _Norms:
+    """Norms computed during backward. On an accelerator they stay on the device and are
+    copied to the host in one go at the end (one sync per device, not one per node); on
+    the CPU they become floats at once (tiny tensors kept alive between a model's big
+    gradient buffers would fragment the heap)."""
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[str, str, Any, int]] = []   # (node id, prefix, norm, numel)
+
+    def add(self, nid: str, prefix: str, tensors: Sequence[torch.Tensor | None]) -> bool:
+        norm = gstats.norm_tensor(tensors)
+        if norm is None:
+            return False
+        value = norm.item() if norm.device.type == "cpu" else norm
+        self.entries.append((nid, prefix, value, sum(t.numel() for t in tensors if t is not None)))
+        return True
+
+    def fill(self, graph: nx.DiGraph) -> None:
+        by_device: dict[torch.device, list[int]] = {}
+        for i, entry in enumerate(self.entries):
+            if isinstance(entry[2], torch.Tensor):
+                by_device.setdefault(entry[2].device, []).append(i)
+        values = {i: e[2] for i, e in enumerate(self.entries) if not isinstance(e[2], torch.Tensor)}
+        for rows in by_device.values():
+            values.update(zip(rows, torch.stack([self.entries[i][2] for i in rows]).cpu().tolist()))
+        for i, (nid, prefix, _, numel) in enumerate(self.entries):
+            graph.nodes[nid].update(norm_attrs(prefix, values[i], numel))
+        self.entries.clear()
+
+
+def norm_attrs(prefix: str, norm: float | None, numel: int | None) -> dict:
+    """The ``<prefix>_*`` attributes of a node whose details are not computed: the norm, the
+    element count, and NaN/Inf counts of 0 when the norm is finite (then there are none),
+    None when unknown; everything else None until details are asked for."""
+    out = gstats.prefixed(None, prefix)
+    if norm is None:
+        return out
+    finite = norm == norm and norm not in (float("inf"), float("-inf"))
+    out.update({f"{prefix}_norm": norm, f"{prefix}_numel": numel,
+                f"{prefix}_nan": 0 if finite else None, f"{prefix}_inf": 0 if finite else None})
+    return out
+
 
 def _run_backward(graph: nx.DiGraph, node_ids: dict[Any, str], roots: Sequence[torch.Tensor],
                   options: TraceOptions, backward, loss_site) -> dict[Any, Any]:
@@ -259,13 +281,19 @@ def _run_backward(graph: nx.DiGraph, node_ids: dict[Any, str], roots: Sequence[t
     Hooks are removed even when backward raises.
     """
     op_stats: dict[str, dict | None] = {}
+    norms = _Norms()
     leaf_grads: dict[Any, Any] = {}
     handles = []
     bins = options.histogram_bins
+    full = options.details == "full"
 
     def op_hook(nid):
-        def hook(grad_outputs):
-            op_stats[nid] = gstats.tensor_stats(grad_outputs, bins)
+        if full:
+            def hook(grad_outputs):
+                op_stats[nid] = gstats.tensor_stats(grad_outputs, bins)
+        else:
+            def hook(grad_outputs):
+                norms.add(nid, "grad", grad_outputs)
         return hook
 
     def leaf_hook(fn):
@@ -292,18 +320,27 @@ def _run_backward(graph: nx.DiGraph, node_ids: dict[Any, str], roots: Sequence[t
     for nid in graph.nodes:
         attrs = graph.nodes[nid]
         if attrs["kind"] == "op":
-            attrs.update(gstats.prefixed(op_stats.get(nid), "grad"))
+            attrs.update(gstats.prefixed(op_stats.get(nid), "grad") if full else norm_attrs("grad", None, None))
         elif attrs["kind"] == "loss":
             ones = [torch.ones(())]
-            attrs.update(gstats.prefixed(gstats.tensor_stats(ones, bins), "grad"))
+            attrs.update(gstats.prefixed(gstats.tensor_stats(ones, bins), "grad") if full
+                         else norm_attrs("grad", 1.0, 1))
+    norms.fill(graph)
     return leaf_grads
 
 
-def _fill_leaf_grads(graph: nx.DiGraph, node_ids: dict[Any, str], grads: dict[Any, Any]) -> None:
+def _fill_leaf_grads(graph: nx.DiGraph, node_ids: dict[Any, str], grads: dict[Any, Any],
+                     options: TraceOptions) -> None:
+    norms = _Norms()
     for fn, nid in node_ids.items():
         attrs = graph.nodes[nid]
         if attrs["kind"] in ("input", "leaf"):
-            attrs.update(gstats.prefixed(gstats.tensor_stats([grads.get(fn)]), "grad"))
+            if options.details == "full":
+                attrs.update(gstats.prefixed(gstats.tensor_stats([grads.get(fn)], options.histogram_bins), "grad"))
+            else:
+                attrs.update(norm_attrs("grad", None, None))
+                norms.add(nid, "grad", [grads.get(fn)])
+    norms.fill(graph)
 
 
 def _fill_param_stats(graph: nx.DiGraph, model: nn.Module, grads: dict[str, Any], options: TraceOptions) -> None:
@@ -311,25 +348,23 @@ def _fill_param_stats(graph: nx.DiGraph, model: nn.Module, grads: dict[str, Any]
     reached (unused, cut off, or frozen) are added as isolated nodes with
     ``reachable=False``, so a view can show them and a check can name them."""
     bins = options.histogram_bins
+    norms = _Norms()
     for name, p in model.named_parameters():
         nid = add_param_node(graph, name, p)
         attrs = graph.nodes[nid]
-        attrs.update(gstats.prefixed(gstats.tensor_stats([grads.get(name)], bins), "grad"))
-        attrs.update(gstats.prefixed(gstats.tensor_stats([p], bins), "value"))
+        if options.details == "full":
+            attrs.update(gstats.prefixed(gstats.tensor_stats([grads.get(name)], bins), "grad"))
+            attrs.update(gstats.prefixed(gstats.tensor_stats([p], bins), "value"))
+        else:
+            attrs.update(norm_attrs("grad", None, None))
+            attrs.update(norm_attrs("value", None, None))
+            norms.add(nid, "grad", [grads.get(name)])
+            norms.add(nid, "value", [p])
         attrs["requires_grad"] = p.requires_grad
-
-
-def add_param_node(graph: nx.DiGraph, name: str, p: torch.Tensor) -> str:
-    """The node of parameter ``name``; one backward never reached is added as an isolated
-    node with ``reachable=False`` (unused, cut off, or frozen)."""
-    nid = f"param:{name}"
-    if nid not in graph:
-        graph.add_node(nid, kind="param", param=name, label=name, op="", shape=list(p.shape),
-                       dtype=str(p.dtype).replace("torch.", ""), device=str(p.device), outputs=[],
-                       module=name.rpartition(".")[0], module_type="", location="", code="", call="",
-                       saved=[], custom=None, reachable=False)
-    return nid
+    norms.fill(graph)
 
 
 def _finish_modules(graph: nx.DiGraph, model: nn.Module | None) -> None:
+    if model is not None:
+        memory.account_model(graph, model)
     graph.graph["modules"] = module_table(model, graph) if model is not None else {}

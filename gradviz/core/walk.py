@@ -5,10 +5,13 @@ tensors (which must be read before backward frees them).
 """
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Sequence
 
 import torch
+
+log = logging.getLogger(__name__)
 
 
 def walk(roots: Sequence[Any]) -> tuple[list[Any], list[tuple[Any, Any, int]]]:
@@ -81,33 +84,72 @@ def output_metadata(fn: Any) -> list[dict]:
     return out
 
 
-def saved_tensors(fn: Any) -> list[dict]:
-    """What the node saved for backward: tensors as name/shape/dtype, others as a short value."""
+_SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _saved_names(fn: Any) -> tuple[str, ...]:
+    """The ``_saved_*`` attribute names of a node's class, looked up once per class
+    (``dir()`` on every node of a 100k-node graph cost more than the walk itself)."""
+    cls = type(fn)
+    names = _SAVED_NAMES.get(cls)
+    if names is None:
+        names = _SAVED_NAMES[cls] = tuple(a for a in dir(fn) if a.startswith("_saved_"))
+    return names
+
+
+def storage_key(t: torch.Tensor) -> int:
+    """An identity of the memory a tensor lives in: two views of one storage share it.
+
+    The data pointer of its storage; meta tensors have none (all 0), so there the
+    storage object's own address (``_cdata``), stable while the graph holds the tensor.
+    """
+    storage = t.untyped_storage()
+    if t.device.type == "meta":
+        return int(getattr(storage, "_cdata", 0)) or id(t)
+    return storage.data_ptr()
+
+
+def _tensor_entry(name: str, t: torch.Tensor, storages: list | None) -> dict:
+    if storages is not None:
+        try:
+            storages.append((storage_key(t), t.untyped_storage().nbytes(), t.numel() * t.element_size()))
+        except Exception:  # noqa: BLE001 - tensors without storage (sparse, nested, functional wrappers)
+            log.debug("no storage for saved tensor %s", name, exc_info=True)
+            storages.append((None, 0, t.numel() * t.element_size()))
+    return {"name": name, "shape": list(t.shape), "dtype": _dtype(t.dtype)}
+
+
+def saved_tensors(fn: Any, storages: list | None = None) -> list[dict]:
+    """What the node saved for backward: tensors as name/shape/dtype, others as a short value.
+
+    ``storages``, when given, receives ``(storage key, storage bytes, tensor bytes)`` per
+    saved tensor: the memory it keeps alive until backward (``core/memory.py`` adds it up).
+    """
     saved = []
-    for attr in dir(fn):
-        if not attr.startswith("_saved_"):
-            continue
+    for attr in _saved_names(fn):
         try:
             value = getattr(fn, attr)
         except Exception:  # freed after backward, or not readable
             continue
         name = attr[len("_saved_"):]
         if isinstance(value, torch.Tensor):
-            saved.append({"name": name, "shape": list(value.shape), "dtype": _dtype(value.dtype)})
+            saved.append(_tensor_entry(name, value, storages))
         elif isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
             for i, v in enumerate(value):
-                saved.append({"name": f"{name}[{i}]", "shape": list(v.shape), "dtype": _dtype(v.dtype)})
+                saved.append(_tensor_entry(f"{name}[{i}]", v, storages))
         elif value is None or isinstance(value, (bool, int, float, str)) or _small_sequence(value):
             saved.append({"name": name, "value": _plain(value)})
         else:
             saved.append({"name": name, "value": repr(value)[:60]})
     if hasattr(fn, "saved_tensors"):  # custom autograd.Function: ctx.save_for_backward
         try:
-            for i, v in enumerate(fn.saved_tensors):
-                if isinstance(v, torch.Tensor):
-                    saved.append({"name": f"saved_tensors[{i}]", "shape": list(v.shape), "dtype": _dtype(v.dtype)})
-        except Exception:
-            pass
+            tensors = fn.saved_tensors
+        except RuntimeError:  # already freed by a backward
+            log.debug("saved tensors of %s already freed", fn.name(), exc_info=True)
+            tensors = ()
+        for i, v in enumerate(tensors):
+            if isinstance(v, torch.Tensor):
+                saved.append(_tensor_entry(f"saved_tensors[{i}]", v, storages))
     return saved
 
 

@@ -1,0 +1,47 @@
+"""``--meta`` / ``--no-meta`` for the commands that trace (``export``, ``check``).
+
+``--meta`` traces structure only on the meta device (shapes, modules, source lines,
+memory estimates; no values). Without either flag a model whose weights and gradients
+would not fit in this machine's memory is traced that way automatically, with a note on
+stderr saying so; ``--no-meta`` never switches.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+
+def add_meta_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--meta", action=argparse.BooleanOptionalAction, default=None,
+                        help="structure only: build and run the model on PyTorch's meta device (no memory for "
+                        "weights; shapes, modules and memory estimates, no gradient values). Default: only when "
+                        "the model would not fit in memory; --no-meta never switches")
+
+
+@dataclass
+class MetaChoice:
+    meta: bool
+    script: Any                # the loaded script to trace
+    model: Any = None          # the meta model already built to measure it (reused by the trace)
+    note: str | None = None    # why gradviz switched, for stderr
+
+
+def choose_meta(args: argparse.Namespace, script, prog: str) -> MetaChoice:
+    """What ``args.meta`` asks for; with no flag, measure the model and switch to a
+    structure-only trace when it would not fit (printing why on stderr)."""
+    if args.meta is not None:
+        return MetaChoice(bool(args.meta), script)
+    from gradviz.core.meta import estimate
+    from gradviz.core.script import load_script
+
+    est = estimate(script, getattr(args, "device", None))
+    if est is None:
+        return MetaChoice(False, script)
+    if est.fits:   # a fresh module: nothing the meta build cached in the script reaches the real trace
+        return MetaChoice(False, load_script(script.path))
+    note = est.message(os.path.basename(str(script.path)))
+    print(f"{prog}: {note} (--no-meta to trace with values anyway)", file=sys.stderr)
+    return MetaChoice(True, script, est.model, note)

@@ -1,0 +1,101 @@
+"""Statistics a fast trace left out, computed on demand for the nodes a user looks at.
+
+A trace with ``details="norms"`` keeps the exact gradient norm of every node and leaves
+the rest (mean, std, min, max, zeros, histogram; parameters' value statistics) for
+later. ``node_details`` replays the script the way the trace ran it (same seed, same
+batch, so the same graph and the same node ids) with hooks on the requested nodes only,
+and returns their full statistics. Run it off the UI thread (it is a forward and a
+backward). If the replay's graph differs from the traced one (the script changed on
+disk), it says so instead of returning numbers of another graph.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import networkx as nx
+import torch
+
+from gradviz.core import stats as gstats
+from gradviz.core.errors import GradvizError
+from gradviz.core.script import ModelScript, error_from_exception, load_script
+from gradviz.core.trace import TraceOptions, input_names, prepare
+from gradviz.core.walk import is_leaf, node_ids_for, walk
+
+
+class DetailsError(GradvizError):
+    """The details cannot be computed for this graph (meta trace, script changed, no script)."""
+
+
+def options_of(graph: nx.DiGraph) -> TraceOptions:
+    """The options a script-mode trace of ``graph`` ran with (step; seed 0 as the trace uses)."""
+    return TraceOptions(step=graph.graph.get("step") or 0, details="full")
+
+
+def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
+                 options: TraceOptions | None = None) -> dict[str, dict]:
+    """``{node id: {grad_*, value_* (parameters)}}`` with every statistic, for ``node_ids``.
+
+    ``graph`` is the traced graph (its script, step and node count identify the replay);
+    ``script`` a loaded ``ModelScript`` or a path (default: the graph's own script).
+    """
+    if graph.graph.get("meta"):
+        raise DetailsError("this graph was traced on the meta device: it has no values")
+    source = script if script is not None else graph.graph.get("script")
+    if source is None:
+        raise DetailsError("this graph was not traced from a script: its details cannot be recomputed")
+    wanted = [n for n in dict.fromkeys(node_ids) if n in graph]
+    if not wanted:
+        return {}
+    ms = source if isinstance(source, ModelScript) else load_script(source)
+    options = options or options_of(graph)
+    p = prepare(ms, options)
+    nodes, _ = walk([p.loss.grad_fn])
+    params = {id(q): name for name, q in p.model.named_parameters()}
+    ids = node_ids_for(nodes, params, input_names(p.inputs))
+    _same_graph(graph, nodes, ids)
+    by_id = dict(zip(ids, nodes))
+    out: dict[str, dict] = {}
+    grads: dict[str, Any] = {}
+    handles = []
+    bins = options.histogram_bins
+
+    def hook(nid: str, leaf: bool):
+        def run(grad_outputs):
+            if leaf:
+                grads[nid] = grad_outputs[0]
+            else:
+                out[nid] = gstats.prefixed(gstats.tensor_stats(grad_outputs, bins), "grad")
+        return run
+
+    try:
+        for nid in wanted:
+            fn = by_id.get(nid)
+            if fn is not None and not nid.startswith("param:"):
+                handles.append(fn.register_prehook(hook(nid, is_leaf(fn))))
+        try:
+            p.loss.backward()
+        except Exception as exc:
+            path, line = ms.loss_site()
+            raise error_from_exception(exc, "backward failed", "backward-error", (path, line) if path else None)
+    finally:
+        for h in handles:
+            h.remove()
+    for nid, g in grads.items():
+        out[nid] = gstats.prefixed(gstats.tensor_stats([g], bins), "grad")
+    named = dict(p.model.named_parameters())
+    for nid in wanted:
+        if nid.startswith("param:") and nid[len("param:"):] in named:
+            q = named[nid[len("param:"):]]
+            out[nid] = {**gstats.prefixed(gstats.tensor_stats([q.grad], bins), "grad"),
+                        **gstats.prefixed(gstats.tensor_stats([q], bins), "value")}
+        elif nid in graph and graph.nodes[nid].get("kind") == "loss":
+            out[nid] = gstats.prefixed(gstats.tensor_stats([torch.ones(())], bins), "grad")
+    return out
+
+
+def _same_graph(graph: nx.DiGraph, nodes: list, ids: list[str]) -> None:
+    traced = sum(1 for _, a in graph.nodes(data=True) if a.get("kind") != "loss" and a.get("reachable", True))
+    if len(ids) != traced or any(i not in graph or graph.nodes[i].get("op") != fn.name()
+                                 for i, fn in zip(ids, nodes)):
+        raise DetailsError("the script no longer builds the graph that was traced (was it edited?): "
+                           "reload it to see its details")

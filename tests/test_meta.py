@@ -1,0 +1,162 @@
+"""Structure-only tracing on the meta device: the same graph as a real trace, without values,
+memory estimates that agree with what torch really saves, and the CLI's --meta / auto switch."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import gradviz
+from gradviz.cli.main import main
+from gradviz.core import meta as gmeta
+from gradviz.core.script import load_script
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+STRUCTURE = ("kind", "op", "label", "shape", "dtype", "module", "module_type", "location", "code", "call",
+             "custom", "reachable", "saved_bytes", "activation_bytes")
+
+
+def saved_storage_bytes(script_path: Path) -> int:
+    """The oracle: bytes of the distinct storages torch saves for backward (parameters left out),
+    seen by a saved_tensors_hooks pack hook during a plain forward."""
+    script = load_script(script_path)
+    torch.manual_seed(0)
+    model = script.new_model()
+    weights = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen: dict[int, int] = {}
+    inputs, targets = script.get_batch(0)
+    inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
+
+    def pack(t):
+        key = t.untyped_storage().data_ptr()
+        if key not in weights:
+            seen[key] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        script.compute_loss(model, inputs, targets)
+    return sum(seen.values())
+
+
+@pytest.mark.parametrize("sample", ["transformer", "cnn", "mlp_digits"])
+def test_meta_graph_is_the_real_graph_without_values(sample):
+    path = SAMPLES / f"{sample}.py"
+    real = gradviz.trace(path)
+    meta = gradviz.trace(path, meta=True)
+    assert list(meta.nodes) == list(real.nodes)
+    assert list(meta.edges) == list(real.edges)
+    for nid, attrs in meta.nodes(data=True):
+        for key in STRUCTURE:
+            assert attrs.get(key) == real.nodes[nid].get(key), (nid, key)
+        assert attrs["device"] in ("meta", "")
+        assert all(attrs.get(k) is None for k in ("grad_norm", "grad_mean", "grad_hist"))
+    assert meta.graph["meta"] is True and meta.graph["details"] == "none" and meta.graph["loss"] is None
+    assert real.graph["meta"] is False
+    # memory estimates agree between the meta trace and the real one, and with torch's own saving
+    assert meta.graph["memory"] == real.graph["memory"]
+    # torch's pack hooks do not see Python scalars wrapped as 0-d tensors (``x / 8.0`` saves 8.0):
+    # gradviz counts their few bytes, the oracle cannot
+    scalars = sum(1 for _, a in meta.nodes(data=True) for s in a["saved"] if s.get("shape") == [])
+    assert 0 <= meta.graph["memory"]["activations"] - saved_storage_bytes(path) <= 8 * scalars
+    for path_, info in meta.graph["modules"].items():
+        assert info["activation_bytes"] == real.graph["modules"][path_]["activation_bytes"]
+        assert info["param_bytes"] == real.graph["modules"][path_]["param_bytes"]
+
+
+def test_memory_of_parameters_and_step():
+    g = gradviz.trace(SAMPLES / "transformer.py", meta=True)
+    model = load_script(SAMPLES / "transformer.py").new_model()
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    mem = g.graph["memory"]
+    assert mem["params"] == params and mem["grads"] == params
+    assert mem["step"] == mem["params"] + mem["grads"] + mem["buffers"] + mem["activations"]
+    assert g.graph["modules"][""]["activation_bytes"] == mem["activations"]
+    block = g.graph["modules"]["blocks.0"]
+    assert block["param_bytes"] == sum(p.numel() * 4 for p in model.blocks[0].parameters())
+    assert 0 < block["activation_bytes"] < mem["activations"]
+
+
+def test_frozen_and_cut_parameters_on_meta():
+    g = gradviz.trace(SAMPLES / "bugs" / "detach.py", meta=True)
+    unreached = {a["param"] for _, a in g.nodes(data=True) if a["kind"] == "param" and not a["reachable"]}
+    assert unreached == {"encoder.0.weight", "encoder.0.bias", "encoder.2.weight", "encoder.2.bias"}
+    g = gradviz.trace(SAMPLES / "bugs" / "frozen.py", meta=True)
+    frozen = {a["param"] for _, a in g.nodes(data=True) if a["kind"] == "param" and a["requires_grad"] is False}
+    assert frozen == {"features.0.weight", "features.0.bias", "features.2.weight", "features.2.bias"}
+
+
+def test_llama_70b_layer_on_meta(monkeypatch):
+    """The 70B configuration's widths (two of its 80 layers, to keep the test short): each decoder
+    layer has the real model's 855,654,400 parameters and nothing is allocated."""
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("GRADVIZ_LLAMA_LAYERS", "2")
+    g = gradviz.trace(SAMPLES / "llama_70b.py", meta=True)
+    mods = g.graph["modules"]
+    assert mods["model.layers.0"]["type"] == "LlamaDecoderLayer"
+    assert mods["model.layers.0"]["numel"] == mods["model.layers.1"]["numel"] == 855_654_400
+    assert mods[""]["numel"] == 2 * 855_654_400 + 2 * 128_256 * 8192 + 8192
+    assert g.graph["memory"]["params"] == 4 * mods[""]["numel"]
+    logits = [a for _, a in g.nodes(data=True) if a["kind"] == "op" and a["shape"] == [1, 128, 128_256]]
+    assert logits and all(a["device"] == "meta" for a in logits)
+    assert g.graph["memory"]["activations"] > 0
+
+
+def test_size_estimate_and_its_message(monkeypatch):
+    script = load_script(SAMPLES / "transformer.py")
+    est = gmeta.estimate(script)
+    model = script.new_model()
+    assert est.params == sum(p.numel() * p.element_size() for p in model.parameters())
+    assert est.fits
+    monkeypatch.setattr(gmeta, "available_bytes", lambda device=None: est.params)   # room for weights only
+    small = gmeta.estimate(script)
+    assert not small.fits and "meta device" in small.message("transformer.py")
+    assert all(p.is_meta for p in small.model.parameters())
+
+
+def test_cli_export_meta_and_the_automatic_switch(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "g.json"
+    assert main(["export", str(SAMPLES / "transformer.py"), "--meta", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["graph"]["meta"] is True and "structure only" in capsys.readouterr().out
+    monkeypatch.setattr(gmeta, "available_bytes", lambda device=None: 1000)
+    assert main(["export", str(SAMPLES / "transformer.py"), "-o", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "tracing its structure on the meta device" in captured.err
+    assert json.loads(out.read_text())["graph"]["meta"] is True
+    assert main(["export", str(SAMPLES / "transformer.py"), "--no-meta", "-o", str(out)]) == 0
+    assert json.loads(out.read_text())["graph"]["meta"] is False
+
+
+def test_cli_check_meta_runs_the_structural_checks(capsys):
+    assert main(["check", str(SAMPLES / "bugs" / "detach.py"), "--meta", "--json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    codes = [f["code"] for f in report["findings"]]
+    assert codes == ["unreachable", "structure-only"]
+    assert "numerical gradient check" in report["findings"][1]["message"]
+    assert main(["check", str(SAMPLES / "mlp_digits.py"), "--meta", "--json"]) == 0
+    assert [f["code"] for f in json.loads(capsys.readouterr().out)["findings"]] == ["structure-only"]
+
+
+def test_meta_trace_allocates_no_weights():
+    """A model with 4 GB of weights traced on meta stays far below that (fresh process)."""
+    code = (
+        "import resource, torch, gradviz\n"
+        "from torch import nn\n"
+        "import sys, types\n"
+        "m = types.ModuleType('big')\n"
+        "m.model = lambda: nn.Sequential(*[nn.Linear(8192, 8192) for _ in range(16)])\n"
+        "m.batch = lambda step: (torch.randn(4, 8192), torch.randn(4, 8192))\n"
+        "m.loss_fn = lambda out, y: ((out - y) ** 2).mean()\n"
+        "from gradviz.core.script import ModelScript\n"
+        "from pathlib import Path\n"
+        "g = gradviz.trace(ModelScript(Path('big.py'), m), meta=True)\n"
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, g.graph['memory']['params'])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    peak_mb, params = int(out[0]), int(out[1])
+    assert params == 16 * (8192 * 8192 + 8192) * 4
+    assert peak_mb < 1000
