@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from gradviz.cli.guard import out
 
+from gradviz.cli.guard import out
 from gradviz.cli.meta_flag import add_meta_argument, choose_meta
 
 ICONS = {"error": ("✖", "x"), "warning": ("⚠", "!"), "info": ("ℹ", "i")}

@@ -41,13 +41,13 @@ def build_meta_model(script: ModelScript, strict: bool = False) -> nn.Module:
     """
     try:
         with torch.device("meta"):
-            model = script.new_model()
+            model = script.new_model(allow_meta=True)
     except ScriptError:
         if strict:
             raise
         log.warning("%s: the model cannot be built on the meta device (its construction needs values); "
                     "building it in memory and moving it there", script.path.name, exc_info=True)
-        model = script.new_model()
+        model = script.new_model(allow_meta=True)
     if any(not t.is_meta for t in _tensors(model)):
         model = model.to("meta")
     return model
