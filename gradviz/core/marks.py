@@ -80,7 +80,8 @@ class Marks:
 
 
 def marks_from_findings(findings: Iterable[Any]) -> Marks:
-    """What the health check draws: cut edges ('broken') and NaN/Inf origins ('nan-origin').
+    """What the health check draws: cut edges ('broken'), NaN/Inf origins ('nan-origin'), and a
+    badge of the finding's severity on the nodes each finding names (the nodes a click selects).
 
     ``findings``: ``Finding`` objects or their ``to_dict()`` form.
     """
@@ -89,4 +90,10 @@ def marks_from_findings(findings: Iterable[Any]) -> Marks:
         d = f if isinstance(f, dict) else f.to_dict()
         marks.add_edges("broken", d.get("edges") or [])
         marks.add_nodes("nan-origin", (d.get("data") or {}).get("nan_origin") or [])
+        if d.get("severity") in NODE_STYLES:
+            marks.add_nodes(d["severity"], d.get("nodes") or [])
+    origins = set(marks.nodes.get("nan-origin", ()))
+    for severity in ("error", "warning", "info"):  # a NaN origin already has its own badge
+        if severity in marks.nodes:
+            marks.nodes[severity] = [n for n in marks.nodes[severity] if n not in origins]
     return marks

@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from gradviz.core.modules import prefixes
 from gradviz.render import style
+from gradviz.render.far_labels import paint_far_label
 
 if TYPE_CHECKING:
     from gradviz.render.scene import GraphScene
@@ -40,7 +41,13 @@ class Frame:
     depth: int               # dots in the module path + 1
     height: int              # nesting levels of framed modules inside (0: innermost)
     path: QPainterPath
-    label_at: list[QPointF]  # baseline start of the label on each piece of the frame (scene coordinates)
+    pieces: list[QRectF]     # bounding box of each separate piece of the frame, top to bottom
+    outermost: bool = False  # no framed module holds it (labelled when zoomed far out)
+
+    @property
+    def label_at(self) -> list[QPointF]:
+        """Baseline start of the label on each piece (scene coordinates)."""
+        return [QPointF(b.left() + 5, b.top() + 12) for b in self.pieces]
 
 
 def framed_modules(graph: nx.DiGraph) -> dict[str, list[str]]:
@@ -126,8 +133,8 @@ def _outline(rows: _Rows, inside: set[int], pad: tuple[float, float, float]) -> 
         for upper in upper_row:
             for lower in lower_row:
                 left, right = max(upper.left(), lower.left()), min(upper.right(), lower.right())
-                if right - left < 2 * pad[0]:
-                    continue  # no overlap to join along
+                if right - left < 2 * pad[0]:  # side by side: join across the gap between their near edges
+                    left, right = min(left, right) - 2 * pad[0], max(left, right) + 2 * pad[0]
                 bridge = QRectF(QPointF(left, upper.bottom() - 1), QPointF(right, lower.top() + 1))
                 if not any(bridge.intersects(r) for r in others):
                     path.addRect(bridge)
@@ -166,16 +173,17 @@ def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF]) -> list[Fr
         pad = padding(heights[module])
         path = _outline(rows, inside, pad)
         mtype = (modules_info.get(module) or {}).get("type") or ""
+        outermost = not any(p in members for p in prefixes(module)[:-1])
         frames.append(Frame(module, f"{module} · {mtype}" if mtype else module, module.count(".") + 1,
-                            heights[module], path, _label_points(path)))
+                            heights[module], path, _pieces(path), outermost))
     return frames
 
 
-def _label_points(path: QPainterPath) -> list[QPointF]:
-    """Where the label goes: the top-left of each piece of the frame (holes left out)."""
+def _pieces(path: QPainterPath) -> list[QRectF]:
+    """Bounding boxes of the separate pieces of a frame (holes left out), top to bottom."""
     boxes = [poly.boundingRect() for poly in path.toSubpathPolygons()]
     pieces = [b for b in boxes if not any(o is not b and o.contains(b) for o in boxes)]
-    return [QPointF(b.left() + 5, b.top() + 12) for b in sorted(pieces, key=lambda b: (b.top(), b.left()))]
+    return sorted(pieces, key=lambda b: (b.top(), b.left()))
 
 
 class FrameItem(QGraphicsItem):
@@ -207,6 +215,8 @@ class FrameItem(QGraphicsItem):
         fill = QColor(ink)
         fill.setAlphaF(0.035)
         pen = QPen(QColor(theme.muted_text), 1.0)
+        plate = QColor(theme.background)
+        plate.setAlphaF(0.88)
         pen.setCosmetic(lod < 1.0)  # stays a visible hairline when zoomed out
         painter.setFont(style.font(LABEL_PX, 600))
         for f in self.frames:
@@ -215,7 +225,14 @@ class FrameItem(QGraphicsItem):
             painter.setPen(pen)
             painter.setBrush(fill)
             painter.drawPath(f.path)
-            if lod * LABEL_PX >= 5 or self._scene.force_detail:
-                painter.setPen(QColor(theme.muted_text))
-                for point in f.label_at:
-                    painter.drawText(point, f.label)
+            if lod * LABEL_PX < 5 and not self._scene.force_detail:
+                if f.outermost:  # zoomed out: the outermost frames keep a readable name
+                    for piece in f.pieces:
+                        paint_far_label(painter, piece, f.module, lod, QColor(theme.muted_text), plate, overflow=1.0)
+                continue
+            width = style.text_width(f.label, LABEL_PX, 600)
+            for point in f.label_at:  # on a plate, so edges passing under do not cross the text
+                painter.fillRect(QRectF(point.x() - 3, point.y() - 10, width + 6, 13), plate)
+            painter.setPen(QColor(theme.muted_text))
+            for point in f.label_at:
+                painter.drawText(point, f.label)

@@ -45,6 +45,7 @@ class ImageOptions:
     legend: bool = True
     max_pixels: int = MAX_PNG_PIXELS
     tiles: bool = False              # PNG over the cap: full-scale tiles beside a capped overview
+    tile_side: int = TILE_SIDE       # pixels per tile side
 
 
 @dataclass
@@ -90,8 +91,9 @@ def make_page(scene, region=None, legend: bool = True) -> Page:
                 title, subtitle, marks, frames, state.fixed_range)
 
 
-def paint_page(painter, scene, page: Page, legend: bool = True) -> None:
-    """Background, header and legend, graph; the painter's unit is one scene pixel."""
+def paint_page(painter, scene, page: Page, legend: bool = True, clip=None) -> None:
+    """Background, header and legend, graph; the painter's unit is one scene pixel.
+    ``clip`` (a page QRectF, e.g. one tile) limits the graph drawn to what it covers."""
     from PySide6.QtCore import QPointF, QRectF
 
     from gradviz.render.legend import paint_legend
@@ -101,8 +103,15 @@ def paint_page(painter, scene, page: Page, legend: bool = True) -> None:
         paint_legend(painter, QPointF(PAD, PAD), scene.color_scale(), scene.theme, page.title, page.subtitle,
                      marks=page.marks, frames=page.frames, fixed=page.fixed)
     src = page.source
+    target = QRectF(PAD, PAD + page.legend_h, src.width(), src.height())
+    if clip is not None:  # the part of the graph under the clip: Qt then draws only the items there
+        part = target.intersected(clip.adjusted(-2, -2, 2, 2))
+        if part.isEmpty():
+            return
+        src = part.translated(src.left() - target.left(), src.top() - target.top())
+        target = part
     with scene.exporting():
-        scene.render(painter, QRectF(PAD, PAD + page.legend_h, src.width(), src.height()), src)
+        scene.render(painter, target, src)
 
 
 def scene_for(graph: nx.DiGraph, marks: Marks | None = None, theme: str = "light", layout=None):
@@ -122,13 +131,15 @@ def png_scale(page: Page, scale: float, max_pixels: int = MAX_PNG_PIXELS) -> flo
     """``scale`` lowered, if needed, so the PNG stays within ``max_pixels`` and the side limit."""
     s = min(scale, MAX_PNG_SIDE / page.width, MAX_PNG_SIDE / page.height)
     if page.width * page.height * s * s > max_pixels:
-        s = math.sqrt(max_pixels / (page.width * page.height)) * 0.9999
+        s = math.sqrt(max_pixels / (page.width * page.height))
+        while round(page.width * s) * round(page.height * s) > max_pixels:  # pixels are whole
+            s *= 0.999
     return s
 
 
 def page_image(scene, page: Page, scale: float, legend: bool = True, clip=None):
     """The page (or its ``clip``: a QRect in output pixels) as a QImage at ``scale``."""
-    from PySide6.QtCore import QRect
+    from PySide6.QtCore import QRect, QRectF
     from PySide6.QtGui import QImage, QPainter
 
     full = QRect(0, 0, max(1, round(page.width * scale)), max(1, round(page.height * scale)))
@@ -138,11 +149,14 @@ def page_image(scene, page: Page, scale: float, legend: bool = True, clip=None):
         raise ExportError(f"not enough memory for a {area.width()}×{area.height()} pixel image")
     image.fill(scene.theme.color("background"))
     painter = QPainter(image)
-    painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
-    painter.translate(-area.left(), -area.top())
-    painter.scale(scale, scale)
-    paint_page(painter, scene, page, legend)
-    painter.end()
+    try:  # end the painter whatever happens: a QImage freed under an active painter crashes Qt
+        painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing | QPainter.SmoothPixmapTransform)
+        painter.translate(-area.left(), -area.top())
+        painter.scale(scale, scale)
+        paint_page(painter, scene, page, legend, None if clip is None else QRectF(
+            area.left() / scale, area.top() / scale, area.width() / scale, area.height() / scale))
+    finally:
+        painter.end()
     return image
 
 
@@ -170,15 +184,16 @@ def write_png(scene, page: Page, target: Path, opts: ImageOptions) -> ExportResu
         _save_png(page_image(scene, page, s, opts.legend), files.temp_for(target), opts.dpi)
         if capped and opts.tiles:
             width, height = round(page.width * opts.scale), round(page.height * opts.scale)
-            rows, cols = math.ceil(height / TILE_SIDE), math.ceil(width / TILE_SIDE)
+            side = opts.tile_side
+            rows, cols = math.ceil(height / side), math.ceil(width / side)
             for r in range(rows):
                 for c in range(cols):
-                    clip = QRect(c * TILE_SIDE, r * TILE_SIDE, TILE_SIDE, TILE_SIDE)
+                    clip = QRect(c * side, r * side, side, side)
                     path = tile_path(target, r, c)
                     _save_png(page_image(scene, page, opts.scale, opts.legend, clip), files.temp_for(path), opts.dpi)
                     result.files.append(path)
             result.note = (f"{width:,}×{height:,} pixels at {opts.scale:g}× written as {rows * cols} tiles "
-                           f"({target.stem}.r<row>c<col>.png, at most {TILE_SIDE}×{TILE_SIDE} each); "
+                           f"({target.stem}.r<row>c<col>.png, at most {side}×{side} each); "
                            f"{target.name} is the whole picture at {s:.2g}×")
     if capped and not opts.tiles:
         result.note = (f"scaled to {s:.2g}× instead of {opts.scale:g}× ({size[0]:,}×{size[1]:,} pixels) to stay "

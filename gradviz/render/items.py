@@ -103,6 +103,7 @@ class NodeBatch(_Batch):
                     if i not in dim:
                         painter.setBrush(sc.fill_colors[i])
                         painter.drawRect(sc.rects[i])
+            self._far_labels(painter, lod)
             return
         exposed = option.exposedRect
         with_text = lod >= TEXT_LOD or sc.force_detail
@@ -114,6 +115,18 @@ class NodeBatch(_Batch):
                 sc.painter_for(i).paint(painter, i, with_text)
         if dim is not None:
             painter.setOpacity(1.0)
+        if not with_text:
+            self._far_labels(painter, lod)
+
+    def _far_labels(self, painter: QPainter, lod: float) -> None:
+        """Zoomed out, collapsed module boxes keep their name at a readable screen size."""
+        from gradviz.render.far_labels import paint_far_label
+
+        sc = self._scene
+        for i in self.indices:
+            if sc.kinds[i] == "group":
+                paint_far_label(painter, sc.rects[i].adjusted(0, 6, 0, 0), sc.primary_text(i), lod,
+                                sc.text_colors[i])
 
 
 class EdgeBatch(_Batch):

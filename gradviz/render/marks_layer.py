@@ -56,12 +56,18 @@ class Badge(QGraphicsItem):
         self.setFlag(QGraphicsItem.ItemIgnoresTransformations)
         self.setZValue(5)
         self.setToolTip(style_name)
+        self._dx = 0.0
+
+    def set_slot(self, slot: int) -> None:
+        """The ``slot``-th badge on a node sits that many badges to the left (in screen pixels)."""
+        self.prepareGeometryChange()
+        self._dx = -2.2 * BADGE_R * slot
 
     def boundingRect(self) -> QRectF:
-        return QRectF(-9, -9, 18, 18)
+        return QRectF(self._dx - 9, -9, 18, 18)
 
     def paint(self, painter, option, widget=None) -> None:
-        paint_badge(painter, QPointF(0, 0), self.style_name)
+        paint_badge(painter, QPointF(self._dx, 0), self.style_name)
 
 
 class MarkLayer:
@@ -91,9 +97,15 @@ class MarkLayer:
             sc.removeItem(badge)
         shown = [nid for nid in dict.fromkeys(ids) if nid in sc.index]
         badges = []
+        taken: dict[str, int] = {}  # node -> badges of other styles already on it: go left of them
+        for other in self.marked_nodes.items():
+            if other[0] != style_name:
+                for nid in other[1]:
+                    taken[nid] = taken.get(nid, 0) + 1
         for nid in shown:
             badge = Badge(style_name)
             badge.setPos(sc.rects[sc.index[nid]].topRight())
+            badge.set_slot(taken.get(nid, 0))
             sc.addItem(badge)
             badges.append(badge)
         self.badges[style_name] = badges

@@ -252,6 +252,10 @@ class GraphScene(QGraphicsScene):
         self._elided.pop(i, None)
         self.batch_of[i].update()
 
+    def primary_text(self, i: int) -> str:
+        """The node's first line, whole (e.g. a module box's path)."""
+        return self._lines[i][0]
+
     def text_lines(self, i: int) -> tuple[str, str]:
         """The node's two lines elided to its box (computed on first paint, then cached)."""
         got = self._elided.get(i)

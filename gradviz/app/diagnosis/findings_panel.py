@@ -143,16 +143,17 @@ class DiagnosisPanel(QWidget):
         self.browser.setHtml("".join(finding_html(i, f) for i, f in enumerate(report.get("findings", []))))
 
     def mark_all(self) -> None:
-        """Broken edges and NaN origins of every finding, drawn in the graph of its document."""
+        """Every finding's marks, drawn in the graph of its document: the same as ``gradviz export
+        --check`` (cut edges, NaN origins, a severity badge on the nodes each finding names)."""
         if self.report is None:
             return
-        findings = self.report.get("findings", [])
-        edges = [tuple(e) for f in findings for e in f.get("edges", [])]
-        origins = [n for f in findings for n in (f.get("data") or {}).get("nan_origin", [])]
-        if edges:
-            self.doc.mark_edges(edges, "broken")
-        if origins:
-            self.doc.mark_nodes(origins, "nan-origin")
+        from gradviz.core.marks import marks_from_findings
+
+        marks = marks_from_findings(self.report.get("findings", []))
+        for style, edges in marks.edges.items():
+            self.doc.mark_edges(edges, style)
+        for style, ids in marks.nodes.items():
+            self.doc.mark_nodes(ids, style)
 
     def findings(self) -> list[dict]:
         return list(self.report.get("findings", [])) if self.report else []

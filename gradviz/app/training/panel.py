@@ -249,8 +249,8 @@ class TrainingPanel(QWidget):
                 if mean > 0:
                     self.rate_label.setText(f"{1.0 / mean:.0f} steps/s")
 
-    def _on_norms(self, norms: dict) -> None:
-        self.doc.set_norms(norms, source="training")
+    def _on_norms(self, norms: dict, step: int) -> None:
+        self.doc.set_norms(norms, step + 1, "training")   # counted like the loss: steps done
         if self.plots.highlighted:
             self.plots.highlight(self.plots.highlighted, self.host.node_color(f"param:{self.plots.highlighted}"))
 

@@ -96,7 +96,7 @@ def ui_safe_threads() -> int:
 class TrainingWorker(QThread):
     ready = Signal(dict)            # {"names": [...], "device": str, "step": int} when a trainer is (re)built
     rowsReady = Signal(dict)        # a batch of step rows as numpy columns (see rows_to_columns)
-    nodeNorms = Signal(dict)        # {node_id: norm or None}, on sampled steps
+    nodeNorms = Signal(dict, int)   # {node_id: norm or None} and the step they were measured at, on sampled steps
     nodeDetail = Signal(dict)       # {"id", "grad": stats, "value": stats | None} of the selected node
     metricsReady = Signal(dict)     # the script's metrics(model), now and then
     stateChanged = Signal(str)      # running | paused | stopped
@@ -241,7 +241,7 @@ class TrainingWorker(QThread):
                 detail = row.pop("node_detail", None) if norms is not None else None
                 rows.append(row)
                 if norms is not None:
-                    self.nodeNorms.emit(norms)
+                    self.nodeNorms.emit(norms, int(row["step"]))
                 if detail is not None:
                     self.nodeDetail.emit(detail)
                 now = time.perf_counter()
