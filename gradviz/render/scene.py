@@ -16,7 +16,7 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent, QToolTip
 
 from gradviz.core.colors import LogColorScale, auto_range, text_color_for
-from gradviz.core.formatting import number, shape_text
+from gradviz.core.formatting import number
 from gradviz.core.layout import Layout
 from gradviz.core.marks import Marks
 from gradviz.render import style
@@ -369,7 +369,7 @@ class GraphScene(QGraphicsScene):
         if nid is None or self.graph is None:
             QToolTip.hideText()
             return
-        QToolTip.showText(event.screenPos(), _tooltip(nid, self.graph.nodes[self.keys[self.index[nid]]]))
+        QToolTip.showText(event.screenPos(), style.tooltip_text(nid, self.graph.nodes[self.keys[self.index[nid]]]))
         event.accept()
 
     def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
@@ -386,17 +386,3 @@ class GraphScene(QGraphicsScene):
         nid = self.node_at(event.scenePos())
         if nid is not None and event.button() == Qt.LeftButton:
             self.nodeDoubleClicked.emit(nid)
-
-
-def _tooltip(nid: str, attrs: dict) -> str:
-    parts = [str(attrs.get("label") or nid)]
-    if attrs.get("op"):
-        parts.append(str(attrs["op"]))
-    if attrs.get("module"):
-        parts.append(f"{attrs['module']} ({attrs.get('module_type') or '?'})")
-    shape = shape_text(attrs.get("shape"))
-    if shape:
-        parts.append(shape)
-    if attrs.get("location"):
-        parts.append(str(attrs["location"]))
-    return "\n".join(parts)

@@ -111,6 +111,21 @@ def node_lines(nid: Hashable, attrs: dict) -> tuple[str, str]:
     return label, ""
 
 
+def tooltip_text(nid: Hashable, attrs: dict) -> str:
+    """A node's hover text: label, op, module, shape, source line."""
+    parts = [str(attrs.get("label") or nid)]
+    if attrs.get("op"):
+        parts.append(str(attrs["op"]))
+    if attrs.get("module"):
+        parts.append(f"{attrs['module']} ({attrs.get('module_type') or '?'})")
+    shape = shape_text(attrs.get("shape"))
+    if shape:
+        parts.append(shape)
+    if attrs.get("location"):
+        parts.append(str(attrs["location"]))
+    return "\n".join(parts)
+
+
 def box_size(nid: Hashable, attrs: dict) -> tuple[float, float]:
     """Box (width, height) for a node, from its text in the scene's fonts, in whole pixels."""
     kind = attrs.get("kind", "op")
