@@ -186,3 +186,43 @@ def test_selection_and_hover_highlight_are_not_exported(qtbot, window, tmp_path)
     after = QImage(str(export(win, tmp_path / "b.png").path))
     assert before == after
     assert win.scene.selected and win.scene.dimmed_nodes() is not None   # the window keeps them
+
+
+def test_train_then_export_then_open_another_script(qtbot, window, tmp_path):
+    """A user's sequence: train, stop, export (the live step, as the panel shows it); open another
+    script and export again (its traced state, nothing left from training)."""
+    from gradviz.app.training import install
+
+    win = window
+    panel = install(win)
+    panel.actions["show"].trigger()
+    open_and_wait(qtbot, win, MLP)
+    norm_steps, loss_steps = [], []
+    orig_norms, orig_loss = win.set_node_norms, win.set_loss
+    win.set_node_norms = lambda norms, step=None, source="training": (norm_steps.append(step),
+                                                                         orig_norms(norms, step, source))
+    win.set_loss = lambda value, step=None: (loss_steps.append((step, value)), orig_loss(value, step))
+    try:
+        panel.start()
+        qtbot.waitUntil(lambda: len(panel.history) >= 60 and bool(norm_steps), timeout=120_000)
+        panel.stop()
+        assert panel.worker.wait(10_000)
+        qtbot.waitUntil(lambda: panel.state == "stopped", timeout=5_000)
+        qtbot.waitUntil(lambda: len(panel.history) == panel.worker.step_index, timeout=5_000)
+        qtbot.wait(100)
+        step, loss = loss_steps[-1]
+        assert step == int(panel.history.column("step")[-1])
+        page = page_of(win)
+        from gradviz.core.formatting import number
+        want = f"training step {number(norm_steps[-1], grouped=True)} · loss {number(loss)}"
+        if step != norm_steps[-1]:
+            want += f" at step {number(step, grouped=True)}"
+        assert page.subtitle.startswith(want), (page.subtitle, want)
+        assert "traced" not in page.subtitle
+        assert export(win, tmp_path / "trained.svg").path.read_text().count(want) >= 1
+        open_and_wait(qtbot, win, SAMPLES / "bugs" / "detach.py")
+        page = page_of(win)
+        assert page.title == "detach.py" and page.subtitle.startswith("traced step 0 · loss ")
+        assert "training" not in page.subtitle
+    finally:
+        panel.shutdown()
