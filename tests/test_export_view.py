@@ -62,8 +62,8 @@ def test_export_draws_the_live_step_with_its_colours_and_says_which(qtbot, windo
     traced = {n: a.get("grad_norm") for n, a in view.nodes(data=True)}
     # "training" made every gradient 1000x larger at step 41; the loss row came from step 42
     live = {n: v * 1000.0 for n, v in traced.items() if v}
-    win.set_node_norms(live, step=41, source="training")
-    win.set_loss(0.0123, step=42)
+    win.document.set_norms(live, 41, "training")     # as the Training panel does
+    win.document.set_loss(0.0123, 42)
     result = export(win, tmp_path / "live.png")
     image = QImage(str(result.path))
     page = page_of(win)
@@ -189,40 +189,38 @@ def test_selection_and_hover_highlight_are_not_exported(qtbot, window, tmp_path)
 
 
 def test_train_then_export_then_open_another_script(qtbot, window, tmp_path):
-    """A user's sequence: train, stop, export (the live step, as the panel shows it); open another
-    script and export again (its traced state, nothing left from training)."""
+    """A user's sequence: train, stop, export (the step the colours and the loss come from, counted
+    like the Training panel: steps done); open another script and export again (its traced state,
+    nothing left from training)."""
+    from gradviz.core.formatting import number
+
     from gradviz.app.training import install
 
     win = window
-    panel = install(win)
+    panel = win.training_panel = install(win)
     panel.actions["show"].trigger()
     open_and_wait(qtbot, win, MLP)
-    norm_steps, loss_steps = [], []
-    orig_norms, orig_loss = win.set_node_norms, win.set_loss
-    win.set_node_norms = lambda norms, step=None, source="training": (norm_steps.append(step),
-                                                                         orig_norms(norms, step, source))
-    win.set_loss = lambda value, step=None: (loss_steps.append((step, value)), orig_loss(value, step))
-    try:
-        panel.start()
-        qtbot.waitUntil(lambda: len(panel.history) >= 60 and bool(norm_steps), timeout=120_000)
-        panel.stop()
-        assert panel.worker.wait(10_000)
-        qtbot.waitUntil(lambda: panel.state == "stopped", timeout=5_000)
-        qtbot.waitUntil(lambda: len(panel.history) == panel.worker.step_index, timeout=5_000)
-        qtbot.wait(100)
-        step, loss = loss_steps[-1]
-        assert step == int(panel.history.column("step")[-1])
-        page = page_of(win)
-        from gradviz.core.formatting import number
-        want = f"training step {number(norm_steps[-1], grouped=True)} · loss {number(loss)}"
-        if step != norm_steps[-1]:
-            want += f" at step {number(step, grouped=True)}"
-        assert page.subtitle.startswith(want), (page.subtitle, want)
-        assert "traced" not in page.subtitle
-        assert export(win, tmp_path / "trained.svg").path.read_text().count(want) >= 1
-        open_and_wait(qtbot, win, SAMPLES / "bugs" / "detach.py")
-        page = page_of(win)
-        assert page.title == "detach.py" and page.subtitle.startswith("traced step 0 · loss ")
-        assert "training" not in page.subtitle
-    finally:
-        panel.shutdown()
+    doc = win.document
+    panel.start()
+    qtbot.waitUntil(lambda: len(panel.history) >= 60 and doc.norms_step is not None, timeout=120_000)
+    panel.stop()
+    assert panel.worker.wait(10_000)
+    qtbot.waitUntil(lambda: panel.state == "stopped", timeout=5_000)
+    qtbot.waitUntil(lambda: len(panel.history) == panel.worker.step_index, timeout=5_000)
+    qtbot.wait(100)
+    assert doc.norms_source == "training"
+    assert doc.loss_step == int(panel.history.column("step")[-1]) + 1      # what the panel's label says
+    page = page_of(win)
+    want = f"training step {number(doc.norms_step, grouped=True)} · loss {number(doc.live_loss)}"
+    if doc.loss_step != doc.norms_step:
+        want += f" at step {number(doc.loss_step, grouped=True)}"
+    assert page.subtitle.startswith(want), (page.subtitle, want)
+    assert "traced" not in page.subtitle and "2.357" not in page.subtitle
+    i = win.scene.index["param:fc1.weight"]
+    assert win.scene.norms[i] == doc.norms["param:fc1.weight"]             # the colours are that step's
+    assert want in export(win, tmp_path / "trained.svg").path.read_text()
+    open_and_wait(qtbot, win, SAMPLES / "bugs" / "detach.py")
+    page = page_of(win)
+    assert page.title == "detach.py" and page.subtitle.startswith("traced step 0 · loss ")
+    assert "training" not in page.subtitle
+    panel.shutdown()
