@@ -6,8 +6,9 @@
 For each model: node count, seconds for gradviz trace, layout and SVG export (scene build
 + paint + write), and, when torchviz and ``dot`` are installed, ``make_dot`` + ``dot -Tsvg``
 on the same forward graph (skipped when the extrapolated time exceeds ``--dot-limit``).
-Then frames of the fully expanded largest GPT scene painted into a 1400×900 image
-through a QGraphicsView at several zoom levels.
+Then the largest graph to PNG at scale 2 (the 100 MP cap) against SVG, and frames of the
+fully expanded largest GPT scene painted into a 1400×900 image through a QGraphicsView at
+several zoom levels (scene build time with the module frames' share).
 """
 from __future__ import annotations
 
@@ -25,7 +26,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import gradviz.render  # noqa: E402,F401  (PySide6 refcount workaround first)
 import torch  # noqa: E402
 
 from gradviz.core.script import load_script  # noqa: E402
@@ -106,7 +106,10 @@ def paint_benchmark(graph, layout, frames: int = 5, save_dir: str | None = None)
 
     from gradviz.render.scene import GraphScene
 
+    from gradviz.render.frames import build_frames
+
     scene, build_s = timed(lambda: _scene(GraphScene, graph, layout))
+    _, frames_s = timed(lambda: build_frames(graph, scene.index, scene.rects))
     view = QGraphicsView(scene)
     view.resize(1400, 900)
     view.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
@@ -115,7 +118,8 @@ def paint_benchmark(graph, layout, frames: int = 5, save_dir: str | None = None)
     QApplication.processEvents()
     image = QImage(1400, 900, QImage.Format_ARGB32_Premultiplied)
     rect = scene.graph_rect()
-    results = [("scene build (s)", build_s)]
+    results = [("scene build (s)", build_s),
+               (f"  of which {len(scene.frames)} module frames (s)", frames_s)]
 
     def measure(label: str, setup) -> None:
         setup()
@@ -147,6 +151,19 @@ def paint_benchmark(graph, layout, frames: int = 5, save_dir: str | None = None)
     measure("1:1", zoom(1.0, 0.5))
     measure("zoom 2", zoom(2.0, 0.5))
     return results
+
+
+def png_benchmark(graph, layout, folder: Path) -> None:
+    """The largest graph to PNG at scale 2 (capped at 100 MP) against SVG of the same scene, same run."""
+    from gradviz.render.formats import ImageOptions, export_scene
+    from gradviz.render.image_export import scene_for
+
+    scene = scene_for(graph, layout=layout)
+    svg, t_svg = timed(lambda: export_scene(scene, folder / "big.svg"))
+    png, t_png = timed(lambda: export_scene(scene, folder / "big.png", ImageOptions(scale=2.0)))
+    w, h = png.pixels
+    print(f"\nPNG at 2x: {w:,}x{h:,} = {w * h / 1e6:.1f} MP in {t_png:.2f} s "
+          f"({t_png / t_svg:.1f}x the SVG's {t_svg:.2f} s){'; ' + png.note if png.note else ''}")
 
 
 def _scene(cls, graph, layout):
@@ -205,6 +222,8 @@ def main() -> int:
             print(f"{label:<12}{n:>8,}{t_trace:>8.2f}{t_layout:>8.2f}{t_svg:>8.2f}{total:>8.2f}"
                   f"{dot_text:>14}{ratio:>8}", flush=True)
             last = (label, graph, lay)
+        if last is not None:
+            png_benchmark(last[1], last[2], folder)
     if not have_dot:
         print("torchviz or dot not installed: no baseline")
     if last is not None and not args.no_paint:

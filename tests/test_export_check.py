@@ -8,14 +8,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("PySide6")
-
-import gradviz.core.diagnosis as diagnosis  # noqa: E402
-from gradviz.cli.main import main  # noqa: E402
-from gradviz.core.marks import EDGE_STYLES, NODE_STYLES, marks_from_findings  # noqa: E402
-from gradviz.core.script import ScriptError  # noqa: E402
-from gradviz.core.trace import trace  # noqa: E402
-from gradviz.render.header import MARK_NOUNS  # noqa: E402
+import gradviz.core.diagnosis as diagnosis
+from gradviz.cli.main import main
+from gradviz.core.marks import EDGE_STYLES, NODE_STYLES, marks_from_findings
+from gradviz.core.script import ScriptError
+from gradviz.core.trace import trace
+from gradviz.render.header import MARK_NOUNS
 
 BUGS = sorted((Path(__file__).resolve().parent.parent / "samples" / "bugs").glob("*.py"))
 

@@ -10,11 +10,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("PySide6")
-
-from gradviz.core.atomic import AtomicFiles, sweep_stale_parts  # noqa: E402
-from gradviz.core.trace import trace  # noqa: E402
-from test_app_support import MLP  # noqa: E402
+from gradviz.core.atomic import AtomicFiles, sweep_stale_parts
+from gradviz.core.trace import trace
+from test_app_support import MLP
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("PySide6")
-
-from gradviz.core.grouping import collapse  # noqa: E402
-from gradviz.core.trace import trace  # noqa: E402
-from test_app_support import MLP, SAMPLES, TRANSFORMER  # noqa: E402
+from gradviz.core.grouping import collapse
+from gradviz.core.trace import trace
+from test_app_support import MLP, SAMPLES, TRANSFORMER
 
 
 def scene_of(graph):

@@ -3,12 +3,8 @@
 frames, diagnosis marks with a legend entry each) and its header states that state."""
 from __future__ import annotations
 
-import pytest
-
-pytest.importorskip("PySide6")
-
-import gradviz  # noqa: E402
-from test_app_support import MLP, SAMPLES, change_view, open_and_wait  # noqa: E402
+import gradviz
+from test_app_support import MLP, SAMPLES, change_view, open_and_wait
 
 PAD = 24.0
 BROKEN_RGB = (0xDC, 0x26, 0x26)  # the light theme's cut-edge red (and the NaN-origin badge)
