@@ -207,6 +207,17 @@ class Document:
         self._changed("stats", nid=nid)
         return True
 
+    def set_details(self, nid: str, attrs: dict) -> bool:
+        """Statistics computed on demand for a node (``app/details_fetcher.py``): the same
+        step's values, so the norms and colours do not change; the inspector follows."""
+        if self.graph is None or nid not in self.graph:
+            return False
+        self.graph.nodes[nid].update(attrs)
+        if self.view is not None and nid in self.view:
+            self.view.nodes[nid].update(attrs)
+        self._changed("stats", nid=nid)
+        return True
+
     # -- questions ----------------------------------------------------------
     @property
     def modules(self) -> dict[str, dict]:
@@ -228,15 +239,19 @@ class Document:
             return nid
         if nid.startswith("group:"):
             box = group_of(nid[len("group:"):], self.expanded)
-            return f"group:{box}" if box else None
+            return self._box_id(box) if box else None
         if self.graph is None or nid not in self.graph:
             return None
         attrs = self.graph.nodes[nid]
         if attrs.get("kind") in ("loss", "input"):
             return nid if nid in self.view else None
         box = group_of(attrs.get("module", ""), self.expanded)
-        gid = f"group:{box}" if box else nid
+        gid = self._box_id(box) if box else nid
         return gid if gid in self.view else None
+
+    def _box_id(self, box: str) -> str:
+        """The view node drawing module ``box``: its group, or the fold of repeats holding it."""
+        return self.view.graph.get("fold_of", {}).get(box) or f"group:{box}"
 
     def expanded_to_show(self, nid: str) -> set[str]:
         """``expanded`` plus the modules that must open for ``nid`` to be drawn on its own."""

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QFrame, QGroupBox
                                QScrollArea, QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from gradviz.app.formatting import alarm_css, count, num, shape
+from gradviz.app import inspector_memory as mem
 from gradviz.app.histogram import Histogram
 from gradviz.app.theme import palette_theme
 from gradviz.app.source_link import LocationLabel
@@ -155,12 +156,18 @@ class InspectorPanel(QScrollArea):
             idf.add("requires_grad", str(attrs.get("requires_grad", True)))
             if attrs.get("reachable") is False:
                 idf.add("reached", "no: backward never reached this parameter")
+        for label, text in mem.node_rows(attrs):
+            idf.add(label, text, key=label)
         idf.show()
-        self._show_stats(self.gradient, attrs, "grad", "no gradient flowed here")
+        meta = graph is not None and graph.graph.get("meta")
+        self._show_stats(self.gradient, attrs, "grad", mem.META_TEXT if meta else "no gradient flowed here")
+        if graph is not None and graph.graph.get("details") == "norms" and attrs.get("grad_norm") is not None \
+                and attrs.get("grad_mean") is None:
+            self.gradient.add("details", attrs.get("details_error") or "computing…", key="details")
         self.histogram.setVisible(self.histogram.set_hist(attrs.get("grad_hist")))
         self.gradient.show()
         if kind == "param":
-            self._show_stats(self.values, attrs, "value", "")
+            self._show_stats(self.values, attrs, "value", mem.META_TEXT if meta else "")
             self.values.show()
         else:
             self.values.hide()
@@ -188,6 +195,8 @@ class InspectorPanel(QScrollArea):
         idf.add("loss", num(graph.graph.get("loss") if loss is None else loss), key="loss")
         idf.add("graph", f"{count(graph.number_of_nodes())} nodes · {count(graph.number_of_edges())} edges")
         idf.add("parameters", count(root.get("numel")), key="parameters")
+        for label, text in mem.summary_rows(graph):
+            idf.add(label, text, key=f"memory {label}")
         idf.show()
         pnodes = [(n, a) for n, a in graph.nodes(data=True) if a.get("kind") == "param"]
         values = {n: live[n] if live and n in live else a.get("grad_norm") for n, a in pnodes}
@@ -196,7 +205,11 @@ class InspectorPanel(QScrollArea):
         total = math.sqrt(math.fsum(v * v for v in present)) if present else root.get("grad_norm")
         g = self.gradient
         g.setTitle("Gradient")
-        g.add("total norm", num(total), key="total grad norm")
+        if graph.graph.get("meta"):   # no values at all: nothing is missing, nothing is known
+            g.add("", mem.META_TEXT, key="total grad norm")
+            params = []
+        else:
+            g.add("total norm", num(total), key="total grad norm")
         missing = [name for v, name in params if v is None]
         bad = [name for v, name in params if v is not None and not math.isfinite(v)]
         if missing:
@@ -237,12 +250,15 @@ class InspectorPanel(QScrollArea):
                 w.setStyleSheet(alarm_css(palette_theme(self.palette())))
 
     def _show_group(self, nid: str, attrs: dict, graph) -> None:
-        self.subtitle.setText("module group · double-click to expand")
+        fold = bool(attrs.get("fold"))
+        self.subtitle.setText("repeated blocks, folded" if fold else "module group · double-click to expand")
         idf = self.identity
-        idf.setTitle("Module")
-        idf.add("module", attrs.get("module", ""), key="module")
+        idf.setTitle("Repeated blocks" if fold else "Module")
+        idf.add("module", attrs.get("parent" if fold else "module", "") or "(model)", key="module")
         idf.add("type", attrs.get("module_type", ""), key="type")
         idf.add("nodes", count(attrs.get("n_nodes")), key="nodes")
+        for label, text in (mem.fold_rows(attrs) if fold else []) + mem.group_rows(attrs):
+            idf.add(label, text, key=label)
         idf.show()
         g = self.gradient
         g.add("norm", num(attrs.get("grad_norm")), key="grad norm")

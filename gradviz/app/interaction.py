@@ -14,7 +14,9 @@ from PySide6.QtCore import QPointF, QRectF, SignalInstance
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMenu, QWidget
 
+from gradviz.app import fold_actions
 from gradviz.app.actions import WindowActions
+from gradviz.app.details_fetcher import DetailsFetcher
 from gradviz.app.document import Document
 from gradviz.app.graph_view import GraphView
 from gradviz.app.inspector_panel import InspectorPanel
@@ -43,6 +45,7 @@ class Interaction:
     def __init__(self, host: InteractionHost, session: Session, menu_parent: QWidget) -> None:
         self.host = host
         self.session = session
+        self.details = DetailsFetcher(session)
         self._menu_parent = menu_parent
         view, scene = host.view, host.scene
         view.customContextMenuRequested.connect(self.context_menu)
@@ -93,6 +96,7 @@ class Interaction:
                 item.setSelected(True)
         scene.blockSignals(False)
         host.inspector.show_node(nid, doc.node(nid), doc.graph)
+        self.details.request(doc, nid)
         if doc.view.nodes[nid].get("kind") == "group":
             host.outline.select_module(doc.view.nodes[nid].get("module", ""))
         if center:
@@ -120,7 +124,9 @@ class Interaction:
     # -- user input -----------------------------------------------------------
     def double_clicked(self, nid: str) -> None:
         attrs = self.document.node(nid)
-        if attrs.get("kind") == "group":
+        if attrs.get("fold"):
+            fold_actions.unfold(self.session, self.document, attrs, "all")
+        elif attrs.get("kind") == "group":
             self.host.expand(attrs.get("module", ""))
 
     def navigate(self, direction: str) -> None:
@@ -145,7 +151,9 @@ class Interaction:
         if nid:
             attrs = doc.node(nid)
             self.select([nid], center=False)
-            if attrs.get("kind") == "group":
+            if attrs.get("fold"):
+                fold_actions.add_to_menu(menu, self.session, doc, attrs)
+            elif attrs.get("kind") == "group":
                 menu.addAction("Expand", lambda: host.expand(attrs.get("module", "")))
             parent = doc.parent_module(nid)
             if parent:

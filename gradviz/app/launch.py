@@ -60,7 +60,10 @@ def save_atomically(image, path: str | Path) -> None:
     atomic_write(path, write)
 
 
-def run_app(script: str | None = None, screenshot: str | None = None, size: str = "1400x900") -> int:
+def run_app(script: str | None = None, screenshot: str | None = None, size: str = "1400x900",
+            meta: bool | None = None) -> int:
+    """The window; ``meta``: True traces structure only (meta device), False never does, None
+    only when the model would not fit in memory."""
     try:
         width, height = parse_size(size)
     except ValueError as exc:
@@ -73,6 +76,7 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
     from gradviz.app.main_window import MainWindow
 
     window = MainWindow()
+    window.session.meta = meta
     hook = ExceptHook(window)
     hook.caught.connect(lambda exc, text: window.show_error(exc, details=text, title="Unexpected error"))
     hook.install()

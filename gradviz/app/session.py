@@ -37,6 +37,9 @@ class Session(QObject):
         self.jobs.phaseChanged.connect(self._lane_phase)
         self._phases: dict[str, str] = {}
         self._after_view: list[Callable[[], None]] = []
+        # True: structure only (meta device); False: always with values; None: structure only
+        # when the model would not fit in memory (core/meta.py)
+        self.meta: bool | None = None
 
     # -- the current document ------------------------------------------------------
     def replace(self, doc: Document) -> Document:
@@ -82,7 +85,7 @@ class Session(QObject):
         doc = self.replace(Document(path, "script"))
         # a reload keeps the user's grouping where the modules are still there
         hint = set(old.expanded) if old.path == path and old.graph is not None else None
-        self.jobs.submit("trace", trace_job(path, AUTO_BOXES, hint), document=doc,
+        self.jobs.submit("trace", trace_job(path, AUTO_BOXES, hint, self.meta), document=doc,
                          on_done=doc.set_trace, on_failed=doc.fail)
         self._lane_phase("trace", "loading script")
         return doc
@@ -119,8 +122,13 @@ class Session(QObject):
 
 # -- the jobs (run on the trace / layout lanes) ---------------------------------------
 
-def trace_job(path: Path, max_boxes: int = AUTO_BOXES, expanded: set[str] | None = None):
-    """Load the script, forward + backward, collapse (``auto_depth`` or ``expanded``), lay out."""
+def trace_job(path: Path, max_boxes: int = AUTO_BOXES, expanded: set[str] | None = None,
+              meta: bool | None = None):
+    """Load the script, forward + backward, collapse (``auto_depth`` or ``expanded``), lay out.
+
+    Gradient norms only (``details="norms"``): the rest is fetched for the selected node
+    (``app/details_fetcher.py``). ``meta``: see ``Session.meta``.
+    """
     def job(ctx: JobContext) -> TraceResult:
         from gradviz.core.script import load_script
         from gradviz.core.trace import trace
@@ -131,13 +139,33 @@ def trace_job(path: Path, max_boxes: int = AUTO_BOXES, expanded: set[str] | None
         script = load_script(path)
         t1 = time.perf_counter()
         timings["load"] = t1 - t0
-        ctx.phase("forward + backward")
-        graph = trace(script)
-        del script
+        script, model, use_meta, reason = choose_meta(ctx, script, meta)
+        ctx.phase("forward + backward" if not use_meta else "forward + backward on the meta device")
+        graph = trace(script, model, meta=use_meta, details="norms")
+        if reason:
+            graph.graph["meta_reason"] = reason
+        del script, model
         timings["trace"] = time.perf_counter() - t1
         return group_and_layout(ctx, path, graph, max_boxes, timings, expanded)
 
     return job
+
+
+def choose_meta(ctx: JobContext, script, meta: bool | None):
+    """(script, meta model or None, structure only?, why) for ``Session.meta``: with None the
+    model is measured on the meta device and traced structure-only if it would not fit."""
+    if meta is not None:
+        return script, None, meta, ""
+    from gradviz.core.meta import estimate
+    from gradviz.core.script import load_script
+
+    ctx.phase("measuring the model")
+    est = estimate(script)
+    if est is None:
+        return script, None, False, ""
+    if est.fits:   # a fresh module: nothing the meta build cached reaches the real trace
+        return load_script(script.path), None, False, ""
+    return script, est.model, True, est.message(script.path.name)
 
 
 def graph_job(path: Path | None, graph, max_boxes: int = AUTO_BOXES):
@@ -150,12 +178,14 @@ def graph_job(path: Path | None, graph, max_boxes: int = AUTO_BOXES):
 
 def group_and_layout(ctx: JobContext, path, graph, max_boxes: int, timings: dict,
                      expanded: set[str] | None = None) -> TraceResult:
+    from gradviz.core.folding import UNFOLD
     from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
 
     t0 = time.perf_counter()
     ctx.phase("grouping")
     if expanded is not None:
-        expanded = {m for m in expanded if m in graph.graph.get("modules", {})}
+        modules = graph.graph.get("modules", {})
+        expanded = {m for m in expanded if m.removeprefix(UNFOLD) in modules}
     else:
         expanded = expanded_to_depth(graph, auto_depth(graph, max_boxes))
     view = collapse(graph, expanded=expanded)

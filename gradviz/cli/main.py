@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from gradviz.cli.meta_flag import add_meta_argument
 from gradviz.cli.options import USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
 
 SUBCOMMANDS = {
@@ -57,6 +58,7 @@ def app_parser() -> argparse.ArgumentParser:
                         help="open the window, wait for the graph, save a grab of it and exit "
                              "(works without a display: Qt then draws offscreen)")
     parser.add_argument("--size", default="1400x900", help="window size for --screenshot (WxH)")
+    add_meta_argument(parser)
     parser.add_argument("--version", action="version", version=version_text())
     add_common_options(parser, runs_user_code=False)
     return parser
@@ -98,4 +100,4 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging(verbose or getattr(args, "verbose", False))
     from gradviz.app.launch import run_app  # Qt loads here, and only here
 
-    return run_app(script=args.script, screenshot=args.screenshot, size=args.size)
+    return run_app(script=args.script, screenshot=args.screenshot, size=args.size, meta=args.meta)

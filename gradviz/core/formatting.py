@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["number", "shape_text", "duration", "json_safe"]
+__all__ = ["number", "shape_text", "duration", "byte_size", "json_safe"]
 
 COMPACT_RANGE = (1e-2, 1e4)  # compact numbers inside this range keep %.4g; outside, 3 significant digits
 
@@ -68,6 +68,17 @@ def duration(seconds: float | None, none: str = "—") -> str:
     if seconds is None:
         return none
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def byte_size(n: float | None, none: str = "—") -> str:
+    """Memory in binary units: ``1536`` -> ``1.5 KiB``, ``2.8e11`` -> ``262.8 GiB``."""
+    if n is None:
+        return none
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
 
 
 def json_safe(value: Any) -> Any:

@@ -60,14 +60,3 @@ def account_model(graph: nx.DiGraph, model: nn.Module) -> None:
     mem = graph.graph.setdefault("memory", {})
     mem.update(params=params, grads=grads, buffers=buffers)
     mem["step"] = params + grads + buffers + mem.get("activations", 0)
-
-
-def format_bytes(n: float | None) -> str:
-    """1536 -> '1.5 KiB'; None -> '—'."""
-    if n is None:
-        return "—"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"

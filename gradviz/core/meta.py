@@ -82,10 +82,10 @@ class SizeEstimate:
         return self.available is None or self.needed <= HEADROOM * self.available
 
     def message(self, script_name: str) -> str:
-        from gradviz.core.memory import format_bytes
+        from gradviz.core.formatting import byte_size
 
-        return (f"{script_name}'s model needs about {format_bytes(self.needed)} for its weights and gradients "
-                f"and this machine has {format_bytes(self.available)} available: tracing its structure on the "
+        return (f"{script_name}'s model needs about {byte_size(self.needed)} for its weights and gradients "
+                f"and this machine has {byte_size(self.available)} available: tracing its structure on the "
                 "meta device instead (shapes, modules, memory estimates; no gradient values)")
 
 

@@ -14,7 +14,8 @@ from gradviz.core.marks import EDGE_STYLES, NODE_STYLES
 
 __all__ = ["ShownValues", "ShownState", "header_text", "SOURCES"]
 
-SOURCES = {"traced": "traced", "training": "training", "recorded": "recorded", "live": "live"}
+SOURCES = {"traced": "traced", "training": "training", "recorded": "recorded", "live": "live",
+           "structure": "structure only (meta device): no gradient"}
 MARK_NOUNS = {"broken": ("cut edge", "cut edges"), "nan-origin": ("NaN origin", "NaN origins"),
               "error": ("error mark", "error marks"), "warning": ("warning mark", "warning marks"),
               "info": ("note", "notes"), "dead": ("dead unit", "dead units")}

@@ -100,8 +100,8 @@ def paint_page(painter, scene, page: Page, legend: bool = True, clip=None) -> No
 
     painter.fillRect(QRectF(0, 0, page.width, page.height), scene.theme.color("background"))
     if legend:
-        paint_legend(painter, QPointF(PAD, PAD), scene.color_scale(), scene.theme, page.title, page.subtitle,
-                     marks=page.marks, frames=page.frames, fixed=page.fixed)
+        paint_legend(painter, QPointF(PAD, PAD), scene.structure or scene.color_scale(), scene.theme, page.title,
+                     page.subtitle, marks=page.marks, frames=page.frames, fixed=page.fixed)
     src = page.source
     target = QRectF(PAD, PAD + page.legend_h, src.width(), src.height())
     if clip is not None:  # the part of the graph under the clip: Qt then draws only the items there

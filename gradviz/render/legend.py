@@ -15,7 +15,9 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from gradviz.core.colors import INF_RGB, NAN_RGB, NO_GRAD_RGB, LogColorScale
 from gradviz.core.formatting import number
 from gradviz.core.marks import EDGE_STYLES, NODE_STYLES
+from gradviz.core.structure_colors import StructureColors
 from gradviz.render import style
+from gradviz.render.structure_paint import paint_structure_row
 from gradviz.render.marks_layer import mark_pen, paint_badge
 from gradviz.render.node_paint import folder_path, octagon
 
@@ -99,7 +101,10 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
         painter.setPen(muted)
         painter.drawText(QPointF(x, y + 12), subtitle)
         y += SUBTITLE_H
-    _paint_bar(painter, x, y, scale, theme, fixed)
+    if isinstance(scale, StructureColors):   # a graph without values: what the colours mean instead
+        paint_structure_row(painter, x, y, scale, theme, bar_row_width(fixed))
+    else:
+        _paint_bar(painter, x, y, scale, theme, fixed)
     y += ROW_H
     if key:
         _paint_key(painter, x, y, theme, frames)

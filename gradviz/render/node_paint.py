@@ -16,6 +16,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF
 
 from gradviz.render import style
+from gradviz.render.fold_paint import card_rect, paint_sparkline, paint_stack, spark_rect
 from gradviz.render.items import PAINT_STATS
 
 if TYPE_CHECKING:
@@ -117,6 +118,12 @@ class NodePainter:
     def _paint_group(self, painter: QPainter, i: int, rect: QRectF, with_text: bool) -> None:
         sc = self.sc
         header_h = style.GROUP_HEADER_H
+        fold = sc.graph.nodes[sc.keys[i]] if sc.graph is not None else {}
+        if fold.get("fold"):   # a fold box: a stack of cards, the front one drawn as a group
+            paint_stack(painter, rect, painter.pen(), sc.fill_colors[i])
+            painter.setPen(self.pen(i))
+            painter.setBrush(sc.fill_colors[i])
+            rect = card_rect(rect)
         tab_w = min(rect.width() * 0.45, 64.0)
         body = rect.adjusted(0, 6, 0, 0)  # the tab pokes up 6 px above the body
         painter.drawPath(folder_path(body, tab_w, 6))
@@ -134,6 +141,12 @@ class NodePainter:
         painter.drawText(band.adjusted(style.PAD_X - 4, 0, -6, 0), Qt.AlignVCenter | Qt.AlignLeft, primary)
         painter.setFont(sc.fonts["small"])
         painter.setPen(sc.secondary_colors[i])
+        if fold.get("fold"):
+            lower = QRectF(body.left(), band.bottom() + 2, body.width(), 16)
+            painter.drawText(lower.adjusted(style.PAD_X - 4, 0, -6, 0), Qt.AlignVCenter | Qt.AlignLeft, secondary)
+            paint_sparkline(painter, spark_rect(body), fold.get("repeat_norms") or [], sc.text_colors[i],
+                            sc.fonts["small"])
+            return
         lower = QRectF(body.left(), band.bottom(), body.width(), body.bottom() - band.bottom())
         painter.drawText(lower.adjusted(style.PAD_X - 4, 0, -6, 0), Qt.AlignVCenter | Qt.AlignLeft, secondary)
 

@@ -11,10 +11,12 @@ from contextlib import contextmanager
 from typing import Hashable, Iterable, Iterator, Mapping
 
 import networkx as nx
+import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent, QToolTip
 
+from gradviz.core import structure_colors
 from gradviz.core.colors import LogColorScale, auto_range, text_color_for
 from gradviz.core.formatting import number
 from gradviz.core.layout import Layout
@@ -51,6 +53,7 @@ class GraphScene(QGraphicsScene):
         self.graph: nx.DiGraph | None = None
         self.layout: Layout | None = None
         self._scale = LogColorScale()
+        self.structure: structure_colors.StructureColors | None = None
         self._fixed_range = False
         self.marks_layer = MarkLayer(self)
         self.values = ShownValues()
@@ -133,6 +136,9 @@ class GraphScene(QGraphicsScene):
         g = graph.graph
         loss = g.get("loss") if isinstance(g.get("loss"), (int, float)) else None
         self.values = ShownValues("traced", g.get("step"), loss, g.get("step"))
+        self.structure = structure_colors.for_graph(graph)   # a graph without values: colours by structure
+        if self.structure is not None:
+            self.values = ShownValues("structure")
         if not self._fixed_range:
             self._scale = LogColorScale(*auto_range(self.norms))
         self._compute_colors()
@@ -146,7 +152,7 @@ class GraphScene(QGraphicsScene):
                 bounds = bounds.united(frame.path.boundingRect())
         self._rect = bounds.adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN)
         self.setSceneRect(self._rect)
-        self.colorScaleChanged.emit(self._scale)
+        self.colorScaleChanged.emit(self.structure or self._scale)
         self.marksChanged.emit([])
 
     def _bounds(self) -> QRectF:
@@ -177,7 +183,10 @@ class GraphScene(QGraphicsScene):
 
     # -- colours -------------------------------------------------------------------------
     def _compute_colors(self) -> None:
-        rgb = self._scale.colors_for(self.norms)
+        if self.structure is not None:
+            rgb = np.asarray(self.structure.rgb_for(self.graph, self.keys), dtype=np.int64).reshape(-1, 3)
+        else:
+            rgb = self._scale.colors_for(self.norms)
         cache: dict[tuple, tuple] = {}
         fills, texts, seconds, headers = [], [], [], []
         for r, g, b in rgb.tolist():
@@ -232,7 +241,7 @@ class GraphScene(QGraphicsScene):
         self._compute_colors()
         for batch in self.node_batches:
             batch.recolored()
-        self.colorScaleChanged.emit(self._scale)
+        self.colorScaleChanged.emit(self.structure or self._scale)
 
     # -- text ----------------------------------------------------------------------------
     def set_loss(self, value: float | None, step: int | None = None) -> None:

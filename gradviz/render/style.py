@@ -18,6 +18,7 @@ from PySide6.QtGui import QColor, QFont
 
 from gradviz.core.formatting import number, shape_text
 from gradviz.render import metrics
+from gradviz.render.fold_paint import fold_lines, fold_size
 
 LABEL_PX = 12          # primary text of a box
 SMALL_PX = 10          # shapes, module types, counts
@@ -99,6 +100,8 @@ def node_lines(nid: Hashable, attrs: dict) -> tuple[str, str]:
     """(primary, secondary) text of a node box; secondary may be ''."""
     kind = attrs.get("kind", "op")
     label = str(attrs.get("label") or nid)
+    if kind == "group" and attrs.get("fold"):
+        return fold_lines(attrs)
     if kind == "group":
         mtype = attrs.get("module_type") or ""
         n = attrs.get("n_nodes", 0)
@@ -129,6 +132,8 @@ def tooltip_text(nid: Hashable, attrs: dict) -> str:
 def box_size(nid: Hashable, attrs: dict) -> tuple[float, float]:
     """Box (width, height) for a node, from its text in the scene's fonts, in whole pixels."""
     kind = attrs.get("kind", "op")
+    if kind == "group" and attrs.get("fold"):
+        return fold_size(attrs, text_width)
     primary, secondary = node_lines(nid, attrs)
     if kind == "group":
         w = max(text_width(primary, LABEL_PX - 1, 600) + 18, text_width(secondary, SMALL_PX, 400))
