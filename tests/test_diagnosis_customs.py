@@ -7,8 +7,8 @@ import inspect
 import torch
 
 from gradviz.core.diagnosis.customs import CustomCallRecorder, unrecorded_functions
-from gradviz.core.diagnosis.gradcheck import check_custom_call
-from gradviz.core.diagnosis.probe import DiagnosticCapture
+from gradviz.core.diagnosis.numeric import check_custom_call
+from gradviz.core.diagnosis.diagnostic_capture import DiagnosticCapture
 from gradviz.core.walk import walk
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from gradviz.core.diagnosis.gradcheck import gradcheck_function, gradcheck_script
+from gradviz.core.diagnosis.gradcheck import gradcheck_script
+from gradviz.core.diagnosis.numeric import gradcheck_function
 from gradviz.core.script import load_script
 
 ROOT = Path(__file__).resolve().parent.parent

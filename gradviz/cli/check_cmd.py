@@ -1,7 +1,8 @@
 """``gradviz check SCRIPT [--json] [--steps K]``: the diagnosis checklist on a model script.
 
-Exit status: 0 when there is no error finding, 1 when there is one, 2 when the script
-itself cannot be run (``script-error``).
+Exit status: 2 when the script itself cannot be run (``script-error``); 1 when a finding is
+at least as severe as ``--fail-on`` (``error`` by default; ``warning`` also fails on warnings,
+``check-incomplete`` included, so CI can gate on them); else 0.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="also train K steps with the script's optimizer and watch loss and gradient norm")
     p.add_argument("--no-gradcheck", action="store_true", help="skip the numerical gradient check")
     add_meta_argument(p)
+    p.add_argument("--fail-on", choices=("error", "warning"), default="error",
+                   help="exit 1 when a finding is at least this severe (default: error)")
     return p
 
 
@@ -35,19 +38,23 @@ def _icon(severity: str) -> str:
     return fancy if "utf" in enc else plain
 
 
-def exit_status(findings) -> int:
+def exit_status(findings, fail_on: str = "error") -> int:
+    from gradviz.core.diagnosis.findings import severity_rank
+
     if any(f.code == "script-error" for f in findings):
         return 2
-    if any(f.severity == "error" for f in findings):
+    if any(severity_rank(f.severity) <= severity_rank(fail_on) for f in findings):
         return 1
     return 0
 
 
 def format_report(report) -> str:
     lines = [f"gradviz check {report.script}"]
-    if not report.findings:
+    if not report.findings and report.complete:
         lines.append("  no problems found: every parameter gets a finite gradient, norms, activations and the "
                      "numerical gradient check look healthy.")
+    elif not report.complete:
+        lines.append("  the check is INCOMPLETE: a step did not run (see below), so this is not a clean bill.")
     for f in report.findings:
         lines.append("")
         lines.append(f"{_icon(f.severity)} {f.severity.upper():7} {f.code}")
@@ -59,6 +66,8 @@ def format_report(report) -> str:
             lines.append(f"  modules:  {', '.join(m or '(model)' for m in f.modules[:8])}")
         if f.location:
             lines.append(f"  at:       {f.location}")
+        if f.data.get("library_location"):
+            lines.append(f"  library:  {f.data['library_location']}")
         if f.edges:
             lines.append(f"  broken:   {', '.join(' -> '.join(e) for e in f.edges)}")
     counts = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
@@ -88,4 +97,4 @@ def run(args) -> int:
         print(json.dumps(report.to_dict(), indent=2), file=out())
     else:
         print(format_report(report), file=out())
-    return exit_status(report.findings)
+    return exit_status(report.findings, args.fail_on)

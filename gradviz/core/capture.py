@@ -10,7 +10,6 @@ Everything installed here is removed on exit, even when the user's code raises.
 """
 from __future__ import annotations
 
-import linecache
 import sys
 import threading
 import weakref
@@ -22,7 +21,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from gradviz.core.script import is_user_file
+from gradviz.core.locations import locate
 
 # calls whose result carries no gradient back to their input
 CUT_OPS = {
@@ -41,6 +40,7 @@ class Origin:
     location: str        # 'file:line' of user code, '' when unknown
     code: str            # the line of code itself
     call: str            # the torch call that made it, e.g. 'linear'
+    library: str = ""    # 'file:line' of the innermost library frame (transformers/..., torchvision/...)
 
 
 @dataclass
@@ -170,7 +170,8 @@ class ForwardCapture(TorchFunctionMode):
 
     def _attribute(self, root: Any, call: str) -> None:
         """Give ``root`` and every unseen node behind it this call's origin."""
-        origin = Origin(self._stack[-1], *self._user_location(), call)
+        where = locate(sys._getframe(2))
+        origin = Origin(self._stack[-1], where.user, where.code, call, where.library)
         todo = [root]
         origins = self.origins
         while todo:
@@ -255,14 +256,10 @@ class ForwardCapture(TorchFunctionMode):
 
 
 def user_location(frame: Any) -> tuple[str, str]:
-    """``(file:line, code)`` of the innermost user frame from ``frame`` outward, or ``("", "")``."""
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if is_user_file(filename):
-            lineno = frame.f_lineno
-            return f"{filename}:{lineno}", linecache.getline(filename, lineno).strip()
-        frame = frame.f_back
-    return "", ""
+    """``(file:line, code)`` of the innermost user frame from ``frame`` outward (within the
+    user's call: never gradviz's own frames or its launcher), or ``("", "")``."""
+    where = locate(frame)
+    return where.user, where.code
 
 
 def _all_finite(t: torch.Tensor) -> bool:

@@ -5,8 +5,8 @@ and ``gradcheck_function`` are the numerical gradient checks.
 """
 from gradviz.core.diagnosis.checklist import CheckReport, check, check_report
 from gradviz.core.diagnosis.findings import CODES, Finding, sort_findings
-from gradviz.core.diagnosis.gradcheck import (GradcheckReport, ParamCheck, gradcheck_function,
-                                              gradcheck_script)
+from gradviz.core.diagnosis.gradcheck import GradcheckReport, gradcheck_script
+from gradviz.core.diagnosis.numeric import ParamCheck, gradcheck_function
 
 __all__ = ["check", "check_report", "CheckReport", "Finding", "CODES", "sort_findings", "gradcheck_script",
            "gradcheck_function", "GradcheckReport", "ParamCheck"]

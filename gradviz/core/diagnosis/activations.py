@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import os
 
+from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_params
-from gradviz.core.diagnosis.probe import Activation, Probe
+from gradviz.core.diagnosis.diagnostic_capture import Activation
+from gradviz.core.diagnosis.probe import Probe
 
 DEAD_FRACTION = 0.5        # "most of a layer's units"
 MIN_SAMPLES = 8            # fewer values per unit say nothing about "always zero"
@@ -85,3 +87,8 @@ def saturated_findings(probe: Probe) -> list[Finding]:
             nodes=[nid] if nid else [], location=r.location or None,
             data={"kind": r.kind, "effective_rate": r.rate, "shape": r.shape}))
     return findings
+
+
+DEAD_RELU = Check("dead ReLUs", ("dead-relu",), lambda ctx: dead_relu_findings(ctx.probe), needs=("forward",))
+SATURATED = Check("saturated sigmoid/tanh", ("saturated-sigmoid",), lambda ctx: saturated_findings(ctx.probe),
+                  needs=("forward",))

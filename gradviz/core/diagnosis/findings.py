@@ -11,18 +11,21 @@ SEVERITIES = ("error", "warning", "info")
 # code -> default severity; the order is the order of the checklist
 CODES: dict[str, str] = {
     "script-error": "error",        # cannot load / run the script (also forward or backward raising)
+    "check-incomplete": "warning",  # a step of the check could not run (out of memory, an error in gradviz)
     "loss-not-tensor": "error",
     "loss-not-scalar": "error",
     "inplace": "error",
     "nan": "error",
     "inf": "error",
     "unreachable": "error",
-    "gradcheck-mismatch": "error",
+    "gradcheck-mismatch": "error",  # warning when no user autograd.Function is on the path
     "exploding": "warning",
     "vanishing": "warning",
     "dead-relu": "warning",
     "saturated-sigmoid": "warning",
     "frozen": "info",
+    "zero-init": "info",            # an all-zero weight (by design) zeroes the gradients before it at step 0
+    "gradcheck-inconclusive": "info",   # a mismatch where the computation runs below float64 inside
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_params
 from gradviz.core.diagnosis.probe import Probe
 
@@ -38,7 +39,7 @@ def _origin(probe: Probe, fn: Any):
 
 def _anomaly_location(fn: Any) -> str | None:
     """file:line from anomaly mode's forward traceback, when the node has one."""
-    from gradviz.core.script import is_user_file
+    from gradviz.core.locations import is_user_file
     try:
         tb = fn.metadata.get("traceback_")
     except Exception:
@@ -209,3 +210,11 @@ def inplace_findings(probe: Probe) -> list[Finding]:
                           "created_by": creator.name() if creator is not None else None,
                           "created_at": c_origin.location if c_origin is not None else None,
                           "error": text.split("Hint:")[0].strip()})]
+
+
+FORWARD_NONFINITE = Check("non-finite values in forward", ("nan", "inf"), lambda ctx: forward_findings(ctx.probe),
+                          needs=("forward",))
+INPLACE = Check("in-place changes", ("inplace",), lambda ctx: inplace_findings(ctx.probe),
+                needs=("backward-failed",), values=False)
+BACKWARD_NONFINITE = Check("non-finite gradients", ("nan", "inf"), lambda ctx: backward_findings(ctx.probe),
+                           needs=("backward", "finite"))

@@ -11,6 +11,10 @@ vanishing. Layers are ordered as forward ran them (input first).
 - vanishing: layers toward the input whose norm falls below 1e-6 of the largest
   layer's (or below 1e-6 outright while also 100x below the largest), the largest
   layer lying after them.
+- zero-init (info, instead of vanishing): layers whose gradient is exactly zero because a
+  weight after them is all zeros (a zero-initialised head, as torchvision's ViT has by
+  design): the gradient through a zero matrix is exactly zero, but that weight's own
+  gradient is not, so one update fixes it. ``check --steps K`` judges again after K updates.
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ import math
 
 import torch
 
-from gradviz.core.diagnosis.findings import Finding, fmt_num
+from gradviz.core.diagnosis.base import Check
+from gradviz.core.diagnosis.findings import Finding, fmt_num, fmt_params
 from gradviz.core.diagnosis.probe import Probe
 from gradviz.core.stats import norm_values
 
@@ -102,6 +107,9 @@ def norm_findings(probe: Probe, skip_zero: bool = False) -> list[Finding]:
                 continue
             if n < VANISH_REL * biggest or (n < VANISH_ABS and n < 1e-2 * biggest):
                 low.append(e)
+        zero_w, low = _split_zero_init(probe, layers, low)
+        if zero_w:
+            findings.append(_zero_init_finding(zero_w, data_norms))
         if low:
             params = [p for e in low for p in e["params"]]
             first = low[0]
@@ -118,6 +126,46 @@ def norm_findings(probe: Probe, skip_zero: bool = False) -> list[Finding]:
     return findings
 
 
+def zero_weights(probe: Probe) -> list[tuple[str, float]]:
+    """(name, forward order) of trainable matrix-like parameters whose values are all exactly zero."""
+    cap = probe.capture
+    out = []
+    for name, p in probe.model.named_parameters():
+        if p.requires_grad and p.dim() >= 2 and p.numel() > 1 and not bool(p.detach().any()):
+            uses = cap.param_uses.get(name) if cap is not None else None
+            out.append((name, uses[0].seq if uses else math.inf))
+    return out
+
+
+def _split_zero_init(probe: Probe, layers: list[dict], low: list[dict]) -> tuple[dict | None, list[dict]]:
+    """Layers with an exactly-zero gradient explained by an all-zero weight after them, and the rest."""
+    if not low:
+        return None, low
+    zeros = zero_weights(probe)
+    last_zero = max((order for _, order in zeros if order != math.inf), default=None)
+    if last_zero is None:
+        return None, low
+    explained = [e for e in low if e["norm"] == 0.0 and e["order"] < last_zero]
+    if not explained:
+        return None, low
+    rest = [e for e in low if e not in explained]
+    return {"weights": [n for n, o in zeros if o != math.inf], "layers": explained}, rest
+
+
+def _zero_init_finding(zero: dict, data_norms: dict) -> Finding:
+    weights, layers = zero["weights"], zero["layers"]
+    params = [p for e in layers for p in e["params"]]
+    msg = (f"Zero-initialised weight: {fmt_params(weights)} {'is' if len(weights) == 1 else 'are'} all zeros, so "
+           f"the gradient flowing back through {'it' if len(weights) == 1 else 'them'} is exactly zero and the "
+           f"{len(layers)} layer(s) before it (`{layers[0]['layer']}`...) get a zero gradient at step 0. This is "
+           "not vanishing gradients: some architectures initialise a head to zeros by design, the zero weight's "
+           "own gradient is not zero, and the first update makes it non-zero, after which the gradients reach "
+           "every layer. Run gradviz check --steps K to judge after the updates.")
+    return Finding("zero-init", "info", msg, params=weights + params, modules=[e["layer"] for e in layers],
+                   nodes=[f"param:{p}" for p in weights],
+                   data={"zero_weights": weights, "layers": [e["layer"] for e in layers], "layer_norms": data_norms})
+
+
 def global_norm(params) -> float:
     sq = 0.0
     for p in params:
@@ -125,3 +173,8 @@ def global_norm(params) -> float:
             n = float(torch.linalg.vector_norm(norm_values(p.grad.detach()).double()))
             sq += n * n
     return math.sqrt(sq)
+
+
+NORMS = Check("gradient norms", ("exploding", "vanishing", "zero-init"),
+              lambda ctx: norm_findings(ctx.probe, skip_zero=ctx.has("dead-relu")),
+              needs=("backward", "finite"), reads=("dead-relu",))

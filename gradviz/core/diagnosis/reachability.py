@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import nn
 
+from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_params
 from gradviz.core.diagnosis.probe import Probe
 from gradviz.core.walk import is_leaf, walk
@@ -316,3 +317,8 @@ def _short(location: str) -> str:
         return ""
     path, _, line = location.rpartition(":")
     return f"{os.path.basename(path)}:{line}"
+
+
+FROZEN = Check("frozen parameters", ("frozen",), lambda ctx: frozen_findings(ctx.probe), values=False)
+UNREACHABLE = Check("reachability", ("unreachable",), lambda ctx: unreachable_findings(ctx.probe),
+                    needs=("forward",), values=False)

@@ -2,7 +2,9 @@
 
 Watches the loss and the global gradient norm at each step: the loss turning NaN/inf
 (located with a probe of that step's forward), gradients turning non-finite, or the
-gradient norm growing 100x while the loss rises (exploding), or passing 1e4.
+gradient norm growing 100x while the loss rises (exploding), or passing 1e4. After the
+updates, a ``zero-init`` finding of step 0 is judged again on the trained model: resolved,
+or ``vanishing`` if the gradients still do not reach the layers before the zero weight.
 """
 from __future__ import annotations
 
@@ -11,16 +13,19 @@ from typing import Any, Callable
 
 import torch
 
+from gradviz.core.diagnosis.base import Check, Context
 from gradviz.core.diagnosis.findings import Finding, fmt_num
+from gradviz.core.diagnosis.loss_checks import script_error_finding
 from gradviz.core.diagnosis.nonfinite import backward_findings, forward_findings
-from gradviz.core.diagnosis.norms import EXPLODE_NORM, global_norm
+from gradviz.core.diagnosis.norms import EXPLODE_NORM, global_norm, norm_findings
 from gradviz.core.devices import model_device, to_device
 from gradviz.core.diagnosis.probe import run_probe
-from gradviz.core.script import ModelScript
+from gradviz.core.script import ModelScript, ScriptError
 
 
-def training_findings(script: ModelScript, steps: int, *, seed: int = 0,
-                      cancel: Callable[[], bool] | None = None) -> tuple[list[Finding], dict[str, Any]]:
+def training_findings(script: ModelScript, steps: int, *, seed: int = 0, cancel: Callable[[], bool] | None = None
+                      ) -> tuple[list[Finding], dict[str, Any], torch.nn.Module]:
+    """K steps; returns the findings, the loss/norm history and the trained model."""
     torch.manual_seed(seed)
     model = script.new_model()
     opt = script.make_optimizer(model.parameters())
@@ -79,4 +84,41 @@ def training_findings(script: ModelScript, steps: int, *, seed: int = 0,
                    "rate first; then check the init, add normalisation or warm-up. clip_grad_norm_ only "
                    "treats the symptom.")
             findings.append(Finding("exploding", "warning", msg, data={**data, "stage": "training"}))
-    return findings, data
+    return findings, data, model
+
+
+def _rejudge_zero_init(ctx: Context, model: torch.nn.Module, steps: int) -> list[Finding]:
+    """After the updates: is the zero weight still cutting the gradients off?"""
+    zero = ctx.first("zero-init")
+    probe = run_probe(ctx.script, model=model, activations=False)
+    if not probe.backward_ok:
+        return []
+    after = [f for f in norm_findings(probe) if f.code in ("vanishing", "zero-init")]
+    if not after:
+        zero.message += (f" Judged again after {steps} update(s): every layer gets a gradient (resolved).")
+        zero.data["resolved_after_steps"] = steps
+        return []
+    for f in after:
+        f.message = f"After {steps} training update(s): " + f.message
+        f.data["step"] = steps
+        if f.code == "zero-init":   # still all zeros after the updates: the weight does not train
+            f.code, f.severity = "vanishing", "warning"
+            f.message += " The weight is still all zeros after the updates: is it frozen or left out of the optimizer?"
+    return after
+
+
+def training_check(ctx: Context) -> list[Finding]:
+    steps = ctx.options.steps
+    try:
+        found, data, model = training_findings(ctx.script, steps, seed=ctx.options.seed, cancel=ctx.options.cancel)
+    except ScriptError as exc:
+        return [script_error_finding(exc, "training")]
+    ctx.extra["training"] = data
+    if ctx.has("zero-init") and data["steps"] == steps and not any(f.severity == "error" for f in found):
+        found += _rejudge_zero_init(ctx, model, steps)
+    have = {f.code for f in ctx.findings}
+    return [f for f in found if f.code not in have]
+
+
+TRAINING = Check("training steps", ("nan", "inf", "exploding", "vanishing", "script-error"), training_check,
+                 needs=("healthy", "steps"), reads=("zero-init",))
