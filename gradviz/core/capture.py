@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +20,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from gradviz.core.finite_watch import FiniteWatch, NonFinite  # noqa: F401 (NonFinite re-exported)
 from gradviz.core.locations import locate
 
 # calls whose result carries no gradient back to their input
@@ -56,23 +56,14 @@ class Cut:
     grad_enabled: bool | None = None                       # for _set_grad_enabled
 
 
-@dataclass
-class NonFinite:
-    """Where non-finite values were born in forward (``ForwardCapture(check_finite=True)``).
+def compiling() -> bool:
+    """True while torch.compile traces: every hook and mode call of gradviz is then a no-op,
+    so dynamo traces exactly the user's program (no graph breaks, no guards on gradviz's state)
+    and the compiled region stays the one node the user's program has."""
+    return _IS_COMPILING()
 
-    ``inputs_finite`` is False when the op's inputs were already non-finite but came
-    from outside the captured ops (the batch, a parameter or a buffer).
-    """
 
-    op: str                 # the torch call, e.g. 'log'
-    module: str
-    location: str
-    code: str
-    kind: str               # 'nan' or 'inf' (nan wins when both)
-    node: Any               # grad_fn of the output, or None
-    inputs_finite: bool
-    shape: list[int] = field(default_factory=list)
-    count: int = 0          # non-finite elements in the output
+_IS_COMPILING = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 
 
 def _func_name(func: Any) -> str:
@@ -91,8 +82,7 @@ class ForwardCapture(TorchFunctionMode):
         self.model = model
         # check_finite: record where non-finite values are born (``nonfinite``, in forward order)
         self.check_finite = check_finite
-        self.nonfinite: list[NonFinite] = []
-        self._nf_source: dict[int, tuple[Any, int]] = {}   # id(tensor) -> (weakref, index in nonfinite)
+        self.finite = FiniteWatch()
         self.origins: dict[Any, Origin] = {}
         self.cuts: list[Cut] = []
         self.module_inputs: dict[str, list[tuple[bool, int]]] = {}   # path -> [(has grad_fn, data_ptr)]
@@ -116,14 +106,18 @@ class ForwardCapture(TorchFunctionMode):
 
     def _make_pre(self, path: str):
         def pre(module, args):
-            if threading.get_ident() == self._thread:
+            if not compiling() and threading.get_ident() == self._thread:
                 self._stack.append(path)
                 self.module_inputs.setdefault(path, []).extend(_tensor_facts(args))
         return pre
 
     def _make_post(self, path: str):
         def post(module, args, output):
-            if threading.get_ident() == self._thread and len(self._stack) > 1:
+            if not compiling() and threading.get_ident() == self._thread and len(self._stack) > 1:
+                # a compiled module's output nodes were made where no op was seen: attribute them here
+                for t in tree_flatten(output)[0]:
+                    if isinstance(t, torch.Tensor) and t.grad_fn is not None and t.grad_fn not in self.origins:
+                        self._attribute(t.grad_fn, type(module).__name__)
                 self._stack.pop()
                 self.module_outputs.setdefault(path, []).extend(_tensor_facts(output))
         return post
@@ -151,7 +145,7 @@ class ForwardCapture(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if threading.get_ident() != self._thread:
+        if compiling() or threading.get_ident() != self._thread:
             return out
         name = _func_name(func)
         if name in CUT_OPS:
@@ -205,51 +199,20 @@ class ForwardCapture(TorchFunctionMode):
 
     # -- non-finite values (check_finite=True) ------------------------------
     @property
+    def nonfinite(self) -> list[NonFinite]:
+        return self.finite.records
+
+    @property
     def first_nonfinite(self) -> NonFinite | None:
-        return self.nonfinite[0] if self.nonfinite else None
+        return self.finite.records[0] if self.finite.records else None
 
     def nonfinite_origin(self, tensor: Any) -> NonFinite | None:
         """The birth of the non-finite values in ``tensor`` (an output seen in forward)."""
-        src = self._nf_source.get(id(tensor))
-        if src is not None and src[0]() is tensor:
-            return self.nonfinite[src[1]]
-        return self.first_nonfinite
+        return self.finite.origin_of(tensor)
 
     def _check_finite(self, name: str, args: tuple, kwargs: dict, out: Any) -> None:
-        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,))
-                if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())]
-        bad = [t for t in outs if not _all_finite(t)]
-        if not bad or len(self.nonfinite) >= 10_000:
-            return
-        source = None
-        inputs_finite = True
-        for a in tree_flatten((args, kwargs))[0]:
-            if not isinstance(a, torch.Tensor) or not (a.is_floating_point() or a.is_complex()):
-                continue
-            if any(a is b for b in bad):   # an in-place op: judge the input by its record
-                known = self._nf_source.get(id(a))
-                if known is not None and known[0]() is a:
-                    source = known[1]
-                    break
-                continue
-            if not _all_finite(a):
-                inputs_finite = False
-                known = self._nf_source.get(id(a))
-                if known is not None and known[0]() is a:
-                    source = known[1]
-                    break
-        if source is None:
-            t = bad[0]
-            nan = bool(torch.isnan(t).any())
-            self.nonfinite.append(NonFinite(
-                name, self._stack[-1], *self._user_location(), "nan" if nan else "inf", t.grad_fn,
-                inputs_finite, list(t.shape), int((~torch.isfinite(t)).sum())))
-            source = len(self.nonfinite) - 1
-        for t in bad:
-            try:
-                self._nf_source[id(t)] = (weakref.ref(t), source)
-            except TypeError:
-                pass
+        where = locate(sys._getframe(2))
+        self.finite.see(name, args, kwargs, out, (self._stack[-1], where.user, where.code, where.library))
 
     def _user_location(self) -> tuple[str, str]:
         return user_location(sys._getframe(2))
@@ -260,17 +223,6 @@ def user_location(frame: Any) -> tuple[str, str]:
     user's call: never gradviz's own frames or its launcher), or ``("", "")``."""
     where = locate(frame)
     return where.user, where.code
-
-
-def _all_finite(t: torch.Tensor) -> bool:
-    """True when every element is finite; a sum first (cheap), the full test only if it is not."""
-    try:
-        with torch.no_grad():
-            if bool(torch.isfinite(t.sum())):
-                return True
-            return bool(torch.isfinite(t).all())
-    except Exception:
-        return True
 
 
 def _tensor_facts(obj: Any) -> list[tuple[bool, int]]:

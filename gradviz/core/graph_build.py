@@ -60,7 +60,8 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: "Fo
                 attrs["saved"] = saved_tensors(fn, kept[nid])
             origin = origins.get(fn)
             if origin is not None:
-                attrs.update(module=origin.module, location=origin.location, code=origin.code, call=origin.call)
+                attrs.update(module=origin.module, location=origin.location, code=origin.code, call=origin.call,
+                             library_location=origin.library)
         attrs["module_type"] = module_types.get(attrs["module"], "")
         attrs["reachable"] = True
         node_ids[fn] = nid

@@ -352,6 +352,8 @@ def _fill_param_stats(graph: nx.DiGraph, model: nn.Module, grads: dict[str, Any]
     for name, p in model.named_parameters():
         nid = add_param_node(graph, name, p)
         attrs = graph.nodes[nid]
+        if not attrs.get("reachable") and grads.get(name) is not None:
+            attrs["reachable"] = True   # backward re-ran its forward (reentrant checkpointing) and reached it
         if options.details == "full":
             attrs.update(gstats.prefixed(gstats.tensor_stats([grads.get(name)], bins), "grad"))
             attrs.update(gstats.prefixed(gstats.tensor_stats([p], bins), "value"))

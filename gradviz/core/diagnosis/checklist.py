@@ -40,6 +40,7 @@ class CheckReport:
     gradcheck: dict[str, Any] | None = None
     cancelled: bool = False
     skipped: list[str] = field(default_factory=list)     # steps not run because values=False
+    nodes: int = 0                                        # autograd nodes of the probed graph
 
     @property
     def ok(self) -> bool:
@@ -55,7 +56,7 @@ class CheckReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"script": self.script, "ok": self.ok, "complete": self.complete, "seconds": round(self.seconds, 3),
-                "findings": [f.to_dict() for f in self.findings], "skipped": list(self.skipped)}
+                "nodes": self.nodes, "findings": [f.to_dict() for f in self.findings], "skipped": list(self.skipped)}
 
 
 def check(script: Any, steps: int = 0, *, gradcheck: bool = True, gradcheck_budget: float = GRADCHECK_BUDGET_S,
@@ -97,6 +98,7 @@ def check_report(script: Any, steps: int = 0, *, gradcheck: bool = True,
         report.findings.append(incomplete("forward and backward", exc))
         return _done(report, start)
     report.timings["probe"] = time.perf_counter() - t
+    report.nodes = len(probe.nodes)
     ctx = Context(ms, probe, options)
 
     def timed_stage(name: str) -> None:

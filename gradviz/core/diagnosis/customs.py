@@ -25,6 +25,8 @@ from typing import Any, Callable, Iterable
 import torch
 from torch.overrides import TorchFunctionMode
 
+from gradviz.core.capture import compiling
+
 log = logging.getLogger(__name__)
 
 MAX_CALLS_PER_FUNCTION = 2     # inputs kept per Function class: enough to check it, bounded memory
@@ -191,7 +193,8 @@ class CustomCallRecorder(TorchFunctionMode):
         return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        self.log.see(sys._getframe(1))
+        if not compiling():
+            self.log.see(sys._getframe(1))
         return func(*args, **(kwargs or {}))
 
     @property

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-from gradviz.core.capture import Cut, ForwardCapture, _func_name, user_location
+from gradviz.core.capture import Cut, ForwardCapture, _func_name, compiling, user_location
 from gradviz.core.diagnosis.customs import CustomCall, CustomCallLog
 
 RELU_NAMES = {"relu", "relu_"}
@@ -133,7 +133,7 @@ class DiagnosticCapture(ForwardCapture):
 
         def pre(module, args):
             base(module, args)
-            if threading.get_ident() == self._thread:
+            if not compiling() and threading.get_ident() == self._thread:
                 self.seq += 1
                 facts = []
                 for t in tree_flatten(args)[0]:
@@ -147,7 +147,7 @@ class DiagnosticCapture(ForwardCapture):
 
         def post(module, args, output):
             base(module, args, output)
-            if threading.get_ident() == self._thread:
+            if not compiling() and threading.get_ident() == self._thread:
                 for call in reversed(self.module_calls):
                     if call.path == path and call.seq_out is None:
                         call.seq_out = self.seq
@@ -161,7 +161,7 @@ class DiagnosticCapture(ForwardCapture):
     # -- every torch call -----------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if threading.get_ident() != self._thread:
+        if compiling() or threading.get_ident() != self._thread:
             return super().__torch_function__(func, types, args, kwargs)
         self.seq += 1
         seq = self.seq

@@ -29,6 +29,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
+from gradviz.core.capture import compiling
 from gradviz.core.devices import model_device, to_device
 from gradviz.core.diagnosis.customs import CustomCallRecorder, custom_name, is_user_function
 from gradviz.core.diagnosis.numeric import (ATOL, EPS, RTOL, SAMPLES, Cancelled, ParamCheck, _element_indices,
@@ -150,6 +151,8 @@ class _FirstForward(CustomCallRecorder):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         out = super().__torch_function__(func, types, args, kwargs)
+        if compiling():
+            return out
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point() \
                     and torch.finfo(t.dtype).eps > torch.finfo(self.lowest).eps:
@@ -187,7 +190,11 @@ def _set_precision(report: GradcheckReport, loss: torch.Tensor, lowest: torch.dt
 
 
 def _analytic(loss: torch.Tensor, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    grads = torch.autograd.grad(loss, tensors, allow_unused=True) if tensors else ()
+    """The gradients by ``backward()`` on the copy (reentrant checkpointing refuses autograd.grad)."""
+    for t in tensors:
+        t.grad = None
+    loss.backward()
+    grads = [t.grad for t in tensors]
     # element-wise comparison: a sparse gradient (an embedding's) as the dense tensor it stands for
     return [torch.zeros_like(t) if g is None else (g if g.layout == torch.strided else g.to_dense())
             for t, g in zip(tensors, grads)]

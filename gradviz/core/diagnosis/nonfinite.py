@@ -72,31 +72,62 @@ def forward_findings(probe: Probe, step: int | None = None) -> list[Finding]:
         return [Finding(kind, "error", f"The loss is {lv}{when}, but no op in forward produced the "
                         "non-finite value (was it computed outside the model?).", data={"loss": lv, "step": step})]
     nid = probe.node_id(birth.node)
-    what = "NaN" if birth.kind == "nan" else "inf"
-    if birth.inputs_finite:
-        src = (f"`{birth.op}` at {_short(birth.location)}" + (f" (`{birth.code}`)" if birth.code else "")
-               + (f" in module `{birth.module}`" if birth.module else "")
-               + f" is the first operation whose output is {what} while its inputs were finite")
-    else:
-        bad_in = [f"input {i} of the batch ({int((~torch.isfinite(t)).sum())} values)"
-                  for i, t in enumerate(probe.inputs)
-                  if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())]
-        bad_p = [n for n, p in probe.model.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
-        bad_b = [n for n, b in probe.model.named_buffers()
-                 if b.is_floating_point() and not bool(torch.isfinite(b).all())]
-        whence = "; ".join(x for x in (", ".join(bad_in), ", ".join(f"parameter `{n}`" for n in bad_p[:4]),
-                                         ", ".join(f"buffer `{n}`" for n in bad_b[:4])) if x) \
-            or "the batch, a parameter or a buffer"
-        src = (f"non-finite values come in from outside forward ({whence}): "
-               f"`{birth.op}` at {_short(birth.location)} is the first operation that sees them")
-    advice = _advice(birth.op)
-    msg = (f"The loss is {lv}{when}: {src}. Everything after it, the gradients included, is "
-           f"{'NaN' if birth.kind == 'nan' else 'inf/NaN'}. {advice}")
+    src = _source_text(probe, birth)
+    masked = _masked_rows(probe, birth)
+    advice = masked[1] if masked else _advice(birth.op)
+    msg = (f"The loss is {lv}{when}: {src}{masked[0] if masked else ''}. Everything after it, the gradients "
+           f"included, is {'NaN' if birth.kind == 'nan' else 'inf/NaN'}. {advice}")
+    data = {"loss": lv, "op": birth.op, "count": birth.count, "shape": birth.shape, "step": step,
+            "inputs_finite": birth.inputs_finite, "nan_origin": [nid] if nid else [], "stage": "forward",
+            "library_location": birth.library or None, "index": birth.index or None,
+            "rows": birth.rows or None, "row_count": birth.row_count}
+    cause = _cause(probe, birth)
+    if cause is not None:
+        data.update(mask_op=cause.op, mask_location=cause.location or None, mask_intentional=cause.intentional)
     return [Finding(birth.kind, "error", msg, modules=[birth.module] if birth.module else [],
-                    nodes=[nid] if nid else [], location=birth.location or None,
-                    data={"loss": lv, "op": birth.op, "count": birth.count, "shape": birth.shape, "step": step,
-                          "inputs_finite": birth.inputs_finite, "nan_origin": [nid] if nid else [],
-                          "stage": "forward"})]
+                    nodes=[nid] if nid else [], location=birth.location or None, data=data)]
+
+
+def _cause(probe: Probe, birth) -> Any:
+    return probe.capture.nonfinite[birth.cause] if birth.cause is not None else None
+
+
+def _source_text(probe: Probe, birth) -> str:
+    what = "NaN" if birth.kind == "nan" else "inf"
+    where = (f"`{birth.op}` at {_short(birth.location)}" + (f" (`{birth.code}`)" if birth.code else "")
+             + (f" in module `{birth.module}`" if birth.module else ""))
+    if birth.cause is not None:
+        return f"{where} is the first operation that produced NaN (its input held ±inf, not NaN)"
+    if birth.inputs_finite:
+        return f"{where} is the first operation whose output is {what} while its inputs were finite"
+    bad_in = [f"input {i} of the batch ({int((~torch.isfinite(t)).sum())} values)"
+              for i, t in enumerate(probe.inputs)
+              if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    bad_p = [n for n, p in probe.model.named_parameters() if not bool(torch.isfinite(p.detach()).all())]
+    bad_b = [n for n, b in probe.model.named_buffers() if b.is_floating_point() and not bool(torch.isfinite(b).all())]
+    whence = "; ".join(x for x in (", ".join(bad_in), ", ".join(f"parameter `{n}`" for n in bad_p[:4]),
+                                     ", ".join(f"buffer `{n}`" for n in bad_b[:4])) if x) \
+        or "the batch, a parameter or a buffer"
+    return (f"non-finite values come in from outside forward ({whence}): "
+            f"`{birth.op}` at {_short(birth.location)} is the first operation that sees them")
+
+
+def _masked_rows(probe: Probe, birth) -> tuple[str, str] | None:
+    """A softmax over rows that are entirely -inf: the text naming the rows and the mask, and the advice."""
+    if not birth.rows:
+        return None
+    cause = _cause(probe, birth)
+    rows = ", ".join(str(r) for r in birth.rows[:3]) + (" ..." if birth.row_count > 3 else "")
+    mask = ""
+    if cause is not None:
+        mask = (f", every position masked by `{cause.op}` at {_short(cause.location)}"
+                + (f" (`{cause.code}`)" if cause.code else "")
+                + (", an intentional ±inf fill" if cause.intentional else ""))
+    text = (f": {birth.row_count} row(s) of its input have no finite value (row {rows}{mask}), and "
+            f"{birth.op} of a row with no finite entry is 0/0 = NaN")
+    advice = ("Keep at least one unmasked position per row, fill with torch.finfo(x.dtype).min instead of -inf, "
+              "or zero the fully masked rows after the softmax (e.g. weights.masked_fill(all_masked, 0)).")
+    return text, advice
 
 
 def _advice(op: str) -> str:
@@ -177,6 +208,8 @@ def inplace_findings(probe: Probe) -> list[Finding]:
              if (shape is None or c.shape == shape) and (version is None or c.version == version)]
     if not cands:
         cands = [c for c in cap.inplace_calls if shape is None or c.shape == shape]
+    # the call that changed the failing node's own saved output first (the node made that tensor)
+    cands.sort(key=lambda c: c.prior_node is not failing)
     call = cands[0] if cands else None
     creator = call.prior_node if call is not None else None
     c_origin = _origin(probe, creator)

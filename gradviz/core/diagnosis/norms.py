@@ -126,44 +126,68 @@ def norm_findings(probe: Probe, skip_zero: bool = False) -> list[Finding]:
     return findings
 
 
-def zero_weights(probe: Probe) -> list[tuple[str, float]]:
-    """(name, forward order) of trainable matrix-like parameters whose values are all exactly zero."""
+NEAR_ZERO = 1e-4          # a weight this small scales the gradient behind it down to almost nothing
+_MULTIPLY = {"mul", "mul_", "__mul__", "__rmul__", "__imul__"}
+
+
+def zero_weights(probe: Probe) -> list[tuple[str, float, float]]:
+    """(name, forward order, max |value|) of trainable weights at (almost) zero by design: an all-zero
+    matrix (a zero-initialised head) or a near-zero scale multiplied in (ConvNeXt's layer scale, 1e-6).
+    One-dimensional parameters count only when every use is a multiplication (a zero bias is not this)."""
     cap = probe.capture
     out = []
     for name, p in probe.model.named_parameters():
-        if p.requires_grad and p.dim() >= 2 and p.numel() > 1 and not bool(p.detach().any()):
-            uses = cap.param_uses.get(name) if cap is not None else None
-            out.append((name, uses[0].seq if uses else math.inf))
+        if not p.requires_grad or p.numel() < 2:
+            continue
+        top = float(p.detach().abs().max())
+        if top > NEAR_ZERO:
+            continue
+        uses = cap.param_uses.get(name, []) if cap is not None else []
+        if not uses or (p.dim() < 2 and not all(u.call in _MULTIPLY for u in uses)):
+            continue
+        out.append((name, uses[0].seq, top))
     return out
 
 
 def _split_zero_init(probe: Probe, layers: list[dict], low: list[dict]) -> tuple[dict | None, list[dict]]:
-    """Layers with an exactly-zero gradient explained by an all-zero weight after them, and the rest."""
+    """Layers whose tiny gradient a (near-)zero weight after them explains, and the rest."""
     if not low:
         return None, low
     zeros = zero_weights(probe)
-    last_zero = max((order for _, order in zeros if order != math.inf), default=None)
-    if last_zero is None:
+    if not zeros:
         return None, low
-    explained = [e for e in low if e["norm"] == 0.0 and e["order"] < last_zero]
+    exact = all(top == 0.0 for _, _, top in zeros)
+    last = max(order for _, order, _ in zeros)
+    explained = [e for e in low if e["order"] < last and (e["norm"] == 0.0 or not exact)]
     if not explained:
         return None, low
     rest = [e for e in low if e not in explained]
-    return {"weights": [n for n, o in zeros if o != math.inf], "layers": explained}, rest
+    return {"weights": [n for n, _, _ in zeros], "max_abs": max(top for _, _, top in zeros), "exact": exact,
+            "layers": explained}, rest
 
 
 def _zero_init_finding(zero: dict, data_norms: dict) -> Finding:
     weights, layers = zero["weights"], zero["layers"]
     params = [p for e in layers for p in e["params"]]
-    msg = (f"Zero-initialised weight: {fmt_params(weights)} {'is' if len(weights) == 1 else 'are'} all zeros, so "
-           f"the gradient flowing back through {'it' if len(weights) == 1 else 'them'} is exactly zero and the "
-           f"{len(layers)} layer(s) before it (`{layers[0]['layer']}`...) get a zero gradient at step 0. This is "
-           "not vanishing gradients: some architectures initialise a head to zeros by design, the zero weight's "
-           "own gradient is not zero, and the first update makes it non-zero, after which the gradients reach "
-           "every layer. Run gradviz check --steps K to judge after the updates.")
+    one = len(weights) == 1
+    if zero["exact"]:
+        what = (f"{fmt_params(weights)} {'is' if one else 'are'} all zeros, so the gradient flowing back through "
+                f"{'it' if one else 'them'} is exactly zero and the {len(layers)} layer(s) before "
+                f"{'it' if one else 'them'} (`{layers[0]['layer']}`...) get a zero gradient at step 0")
+        design = "some architectures initialise a head to zeros by design"
+    else:
+        what = (f"{fmt_params(weights)} {'is' if one else 'are'} near zero (|value| <= {fmt_num(zero['max_abs'])}) "
+                f"and {'multiplies' if one else 'multiply'} what comes before, so the {len(layers)} layer(s) before "
+                f"{'it' if one else 'them'} (`{layers[0]['layer']}`...) get gradients scaled down as much")
+        design = "a near-zero scale is a deliberate init (e.g. ConvNeXt's layer scale, 1e-6) that starts each block "\
+                 "close to the identity"
+    msg = (f"Zero-initialised weight: {what}. This is not vanishing gradients: {design}; the scale's own gradient "
+           "is not small, so the updates grow it and the gradients reach every layer. Run gradviz check --steps K "
+           "to judge after the updates.")
     return Finding("zero-init", "info", msg, params=weights + params, modules=[e["layer"] for e in layers],
                    nodes=[f"param:{p}" for p in weights],
-                   data={"zero_weights": weights, "layers": [e["layer"] for e in layers], "layer_norms": data_norms})
+                   data={"zero_weights": weights, "max_abs": zero["max_abs"], "exact_zero": zero["exact"],
+                         "layers": [e["layer"] for e in layers], "layer_norms": data_norms})
 
 
 def global_norm(params) -> float:

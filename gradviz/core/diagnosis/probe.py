@@ -39,6 +39,9 @@ class Probe:
     node_ids: dict[Any, str] = field(default_factory=dict)
     param_names: dict[int, str] = field(default_factory=dict)
     reached: set[str] = field(default_factory=set)        # params the loss depends on
+    # params outside the forward-time graph that backward reached all the same, with the node whose backward
+    # re-ran their forward (reentrant activation checkpointing recomputes its forward inside backward)
+    recomputed: dict[str, str] = field(default_factory=dict)
     grads: dict[str, torch.Tensor | None] = field(default_factory=dict)
     last_node: Any = None                                  # node being run when backward raised
     backward_births: list[tuple[Any, str]] = field(default_factory=list)   # (node, 'nan'|'inf')
@@ -134,8 +137,31 @@ def _finite_kind(tensors) -> str | None:
     return kind
 
 
+def _watch_recomputation(probe: Probe, handles: list) -> None:
+    """Hooks on the parameters the forward graph does not hold: one that still gets a gradient
+    was reached by a backward that re-ran forward (reentrant checkpointing); note which node."""
+    if not hasattr(torch.Tensor, "register_post_accumulate_grad_hook"):
+        return      # torch < 2.1: _collect_recomputed still sees the gradient, without the node
+
+    def hook(name):
+        def on_grad(p):
+            probe.recomputed.setdefault(name, probe.node_id(probe.last_node) or "")
+        return on_grad
+
+    for name, p in probe.model.named_parameters():
+        if p.requires_grad and name not in probe.reached:
+            handles.append(p.register_post_accumulate_grad_hook(hook(name)))
+
+
+def _collect_recomputed(probe: Probe) -> None:
+    for name, g in probe.grads.items():
+        if g is not None and name not in probe.reached:
+            probe.recomputed.setdefault(name, "")
+    probe.reached |= set(probe.recomputed)
+
+
 def _backward(probe: Probe) -> None:
-    handles = []
+    handles: list = []
 
     def pre(fn):
         def hook(grad_outputs):
@@ -158,6 +184,7 @@ def _backward(probe: Probe) -> None:
             if not is_leaf(fn):
                 handles.append(fn.register_prehook(pre(fn)))
                 handles.append(fn.register_hook(post(fn)))
+        _watch_recomputation(probe, handles)
         try:
             probe.loss.backward()
         except Exception as exc:   # in-place, custom Function shapes, ...
@@ -166,3 +193,4 @@ def _backward(probe: Probe) -> None:
         for h in handles:
             h.remove()
     probe.grads = {n: p.grad for n, p in model.named_parameters()}
+    _collect_recomputed(probe)

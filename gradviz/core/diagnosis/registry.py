@@ -80,6 +80,22 @@ def incomplete(step: str, exc: BaseException, codes: tuple[str, ...] = ()) -> Fi
                    data={"step": step, "error": reason, "out_of_memory": oom, "codes": list(codes)})
 
 
+def _with_library_locations(ctx: Context, findings: list[Finding]) -> list[Finding]:
+    """Each finding that highlights an op also says where in library code it was made
+    (``data['library_location']``, e.g. transformers/models/bert/modeling_bert.py:NN)."""
+    cap = ctx.probe.capture
+    if cap is None or not findings:
+        return findings
+    by_id = {nid: fn for fn, nid in ctx.probe.node_ids.items()}
+    for f in findings:
+        if f.data.get("library_location"):
+            continue
+        origin = next((cap.origins.get(by_id.get(n)) for n in f.nodes if by_id.get(n) in cap.origins), None)
+        if origin is not None and origin.library:
+            f.data["library_location"] = origin.library
+    return findings
+
+
 def run_checks(ctx: Context, checks: list[Check] | None = None,
                stage: Callable[[str], None] | None = None) -> list[str]:
     """Run the checks in order into ``ctx.findings``; returns the names of the steps skipped for
@@ -96,7 +112,7 @@ def run_checks(ctx: Context, checks: list[Check] | None = None,
         if stage is not None:
             stage(check.name)
         try:
-            ctx.findings += check.run(ctx)
+            ctx.findings += _with_library_locations(ctx, check.run(ctx))
         except Cancelled:
             raise
         except Exception as exc:  # noqa: BLE001 - a failed step becomes a finding, never a clean bill

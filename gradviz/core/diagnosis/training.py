@@ -94,14 +94,16 @@ def _rejudge_zero_init(ctx: Context, model: torch.nn.Module, steps: int) -> list
     if not probe.backward_ok:
         return []
     after = [f for f in norm_findings(probe) if f.code in ("vanishing", "zero-init")]
-    if not after:
-        zero.message += (f" Judged again after {steps} update(s): every layer gets a gradient (resolved).")
+    if not after or all(f.code == "zero-init" and not f.data.get("exact_zero") for f in after):
+        zero.message += (f" Judged again after {steps} update(s): " +
+                         ("every layer gets a gradient (resolved)." if not after else
+                          "the scale is training and nothing vanishes beyond what it explains."))
         zero.data["resolved_after_steps"] = steps
         return []
     for f in after:
         f.message = f"After {steps} training update(s): " + f.message
         f.data["step"] = steps
-        if f.code == "zero-init":   # still all zeros after the updates: the weight does not train
+        if f.code == "zero-init" and f.data.get("exact_zero"):   # still exactly zero: that weight does not train
             f.code, f.severity = "vanishing", "warning"
             f.message += " The weight is still all zeros after the updates: is it frozen or left out of the optimizer?"
     return after
