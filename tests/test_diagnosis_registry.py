@@ -98,3 +98,25 @@ def test_structural_run_skips_the_checks_that_need_values():
     assert {"gradient norms", "numerical gradient check", "dead ReLUs"} <= set(report.skipped)
     assert not {"reachability", "frozen parameters"} & set(report.skipped)
     assert {c.name for c in CHECKS if not c.values} >= {"reachability", "frozen parameters", "in-place changes"}
+
+
+def test_an_exception_met_elsewhere_becomes_the_finding_check_gives(tmp_path):
+    from gradviz.core.diagnosis import finding_from_exception
+    from gradviz.core.script import load_script
+
+    script = tmp_path / "broken.py"
+    script.write_text("import torch\nmodel = torch.nn.Linear(2, 2)\n\ndef batch(step):\n"
+                      "    return torch.ones(1, 3), None\n\ndef loss_fn(out, y):\n    return out.sum()\n")
+    ms = load_script(script)
+    try:
+        ms.compute_loss(ms.new_model(), *ms.get_batch(0))
+    except Exception as exc:   # what the window meets while tracing
+        f = finding_from_exception(exc, "forward")
+    via_check = next(g for g in check_report(script).findings if g.code == "script-error")
+    assert (f.code, f.severity, f.message, f.location) == (via_check.code, via_check.severity, via_check.message,
+                                                           via_check.location)
+    try:
+        raise ValueError("plain")
+    except ValueError as exc:
+        g = finding_from_exception(exc, "forward")
+    assert g.code == "script-error" and "ValueError: plain" in g.message

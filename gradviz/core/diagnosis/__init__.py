@@ -6,7 +6,9 @@ and ``gradcheck_function`` are the numerical gradient checks.
 from gradviz.core.diagnosis.checklist import CheckReport, check, check_report
 from gradviz.core.diagnosis.findings import CODES, Finding, sort_findings
 from gradviz.core.diagnosis.gradcheck import GradcheckReport, gradcheck_script
+from gradviz.core.diagnosis.loss_checks import finding_from_exception
 from gradviz.core.diagnosis.numeric import ParamCheck, gradcheck_function
 
-__all__ = ["check", "check_report", "CheckReport", "Finding", "CODES", "sort_findings", "gradcheck_script",
+__all__ = ["check", "check_report", "CheckReport", "Finding", "CODES", "sort_findings", "finding_from_exception",
+           "gradcheck_script",
            "gradcheck_function", "GradcheckReport", "ParamCheck"]

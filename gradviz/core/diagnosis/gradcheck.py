@@ -112,6 +112,20 @@ def _scalar(raw: Any) -> float:
     return float(raw)
 
 
+def _freeze_power_iteration(model: nn.Module) -> list[str]:
+    """Spectral norm runs a power iteration in training mode whose vectors autograd treats as
+    constants; in eval mode both forms (the parametrization and the older hook) use the stored
+    vectors. Returns the modules switched."""
+    from torch.nn.utils.spectral_norm import SpectralNorm
+    switched = []
+    for name, m in model.named_modules():
+        hooked = any(isinstance(h, SpectralNorm) for h in m._forward_pre_hooks.values())
+        if hooked or type(m).__name__ == "_SpectralNorm":
+            m.eval()
+            switched.append(name or type(m).__name__)
+    return switched
+
+
 def prepare_copy(script: ModelScript, model: nn.Module | None = None, *, seed: int = 0, step: int = 0,
                  dtype: torch.dtype = torch.float64) -> tuple[nn.Module, tuple, Any, list[str]]:
     """A deep copy of the model in ``dtype`` with dropout off, and the batch in ``dtype``."""
@@ -128,6 +142,10 @@ def prepare_copy(script: ModelScript, model: nn.Module | None = None, *, seed: i
     if dropped:
         notes.append(f"dropout disabled for the check ({', '.join(dropped[:5])}{'...' if len(dropped) > 5 else ''}); "
                      "BatchNorm and the rest keep their mode; the RNG is re-seeded before every forward")
+    powered = _freeze_power_iteration(copy_)
+    if powered:
+        notes.append(f"spectral norm's power iteration frozen for the check ({', '.join(powered[:5])}): its "
+                     "singular vectors are constants to autograd by design, so they must not move between evaluations")
     device = model_device(copy_)
     inputs, targets = script.get_batch(step)
 

@@ -27,6 +27,15 @@ def script_error_finding(exc: ScriptError, stage: str) -> Finding:
                    data={"stage": stage, "error_code": exc.code, "details": exc.details[-4000:]})
 
 
+def finding_from_exception(exc: BaseException, stage: str = "forward") -> Finding:
+    """The finding ``check`` would give for an exception met at ``stage`` (load, setup, forward,
+    backward, training), e.g. one the window met while tracing: a ScriptError as it is, anything
+    else pointed at the user's innermost line."""
+    if not isinstance(exc, ScriptError):
+        exc = error_from_exception(exc, f"{stage} failed", f"{stage}-error")
+    return script_error_finding(exc, stage)
+
+
 def loss_findings(ctx: Context) -> list[Finding]:
     """Why the forward gave no usable loss: it raised, or the loss is not a scalar tensor with a graph."""
     probe = ctx.probe
