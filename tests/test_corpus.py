@@ -19,8 +19,6 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest.importorskip("transformers", reason="the corpus needs transformers (pip install -e '.[test]')")
-
 CORPUS = Path(__file__).resolve().parent / "corpus"
 sys.path.insert(0, str(CORPUS))
 from corpus_models import MODELS, REGRESSION  # noqa: E402
