@@ -189,10 +189,7 @@ class ForwardCapture(TorchFunctionMode):
             return  # nothing was cut: the input carried no gradient anyway
         storage = []
         if isinstance(out, torch.Tensor) and out.grad_fn is None:
-            try:
-                storage.append(out.untyped_storage().data_ptr())
-            except Exception:
-                pass
+            storage.append(storage_ptr(out))
         elif hasattr(out, "__array_interface__"):
             storage.append(out.__array_interface__["data"][0])
         self.cuts.append(Cut(name, self._stack[-1], *self._user_location(), input_nodes=inputs, storage=storage))
@@ -225,14 +222,19 @@ def user_location(frame: Any) -> tuple[str, str]:
     return where.user, where.code
 
 
+def storage_ptr(t: torch.Tensor) -> int:
+    """The storage address that links a detached tensor to its source; 0 for a tensor without one
+    (sparse, nested and functorch-wrapped tensors raise on ``untyped_storage``)."""
+    try:
+        return t.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return 0
+
+
 def _tensor_facts(obj: Any) -> list[tuple[bool, int]]:
     """(has grad_fn, storage pointer) of each floating tensor in a module's args/outputs."""
     facts = []
     for t in tree_flatten(obj)[0]:
         if isinstance(t, torch.Tensor) and t.is_floating_point():
-            try:
-                ptr = t.untyped_storage().data_ptr()
-            except Exception:
-                ptr = 0
-            facts.append((t.grad_fn is not None or t.requires_grad, ptr))
+            facts.append((t.grad_fn is not None or t.requires_grad, storage_ptr(t)))
     return facts

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-from gradviz.core.capture import Cut, ForwardCapture, _func_name, compiling, user_location
+from gradviz.core.capture import Cut, ForwardCapture, _func_name, compiling, storage_ptr, user_location
 from gradviz.core.diagnosis.customs import CustomCall, CustomCallLog
 
 RELU_NAMES = {"relu", "relu_"}
@@ -244,8 +244,4 @@ class DiagnosticCapture(ForwardCapture):
         self.activations.append(rec)
 
 
-def _ptr(t: torch.Tensor) -> int:
-    try:
-        return t.untyped_storage().data_ptr()
-    except Exception:
-        return 0
+_ptr = storage_ptr

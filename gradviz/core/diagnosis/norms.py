@@ -64,12 +64,13 @@ def norm_findings(probe: Probe, skip_zero: bool = False) -> list[Finding]:
     layers = layer_norms(probe)
     if not layers or not all(math.isfinite(e["norm"]) for e in layers):
         return []
-    findings = []
+    data_norms = {e["layer"]: e["norm"] for e in layers}
+    return _exploding(layers, data_norms) + _vanishing(probe, layers, data_norms, skip_zero)
+
+
+def _exploding(layers: list[dict], data_norms: dict) -> list[Finding]:
     norms = [e["norm"] for e in layers]
     total = math.sqrt(sum(n * n for n in norms))
-    data_norms = {e["layer"]: e["norm"] for e in layers}
-
-    # exploding
     big = [e for e in layers if e["norm"] > EXPLODE_NORM]
     growth = None
     if len(layers) >= 4 and norms[-1] > 0:
@@ -77,52 +78,49 @@ def norm_findings(probe: Probe, skip_zero: bool = False) -> list[Finding]:
         rises = sum(1 for a, b in zip(norms, norms[1:]) if a > b)   # larger toward the input
         if ratio >= GROWTH and rises >= 0.66 * (len(norms) - 1):
             growth = ratio
-    if big or growth:
-        flagged = big or layers[: max(1, len(layers) // 3)]
-        params = [p for e in flagged for p in e["params"]]
-        worst = max(flagged, key=lambda e: e["norm"])
-        msg = (f"Exploding gradients: the gradient norm of layer `{worst['layer']}` is {fmt_num(worst['norm'])}"
-               f" (all layers together {fmt_num(total)})")
-        if growth:
-            msg += (f", and the norms grow {fmt_num(growth)}x from the last layer `{layers[-1]['layer']}` back "
-                    f"to the first `{layers[0]['layer']}`, layer over layer")
-        msg += (". Norms above 1e4 mean a layer amplifies the signal: the next steps will jump and the loss "
-                "can turn NaN. Fix the cause: a smaller init (He/Kaiming, std sqrt(2/fan_in)), normalisation "
-                "layers, residual connections, a lower learning rate, and check the data for outliers. "
-                "clip_grad_norm_ only treats the symptom.")
-        findings.append(Finding("exploding", "warning", msg, params=params,
-                                modules=[e["layer"] for e in flagged],
-                                nodes=[f"param:{p}" for p in params],
-                                data={"layer_norms": data_norms, "max_norm": worst["norm"], "global_norm": total,
-                                      "growth": growth}))
+    if not big and not growth:
+        return []
+    flagged = big or layers[: max(1, len(layers) // 3)]
+    params = [p for e in flagged for p in e["params"]]
+    worst = max(flagged, key=lambda e: e["norm"])
+    msg = (f"Exploding gradients: the gradient norm of layer `{worst['layer']}` is {fmt_num(worst['norm'])}"
+           f" (all layers together {fmt_num(total)})")
+    if growth:
+        msg += (f", and the norms grow {fmt_num(growth)}x from the last layer `{layers[-1]['layer']}` back "
+                f"to the first `{layers[0]['layer']}`, layer over layer")
+    msg += (". Norms above 1e4 mean a layer amplifies the signal: the next steps will jump and the loss "
+            "can turn NaN. Fix the cause: a smaller init (He/Kaiming, std sqrt(2/fan_in)), normalisation "
+            "layers, residual connections, a lower learning rate, and check the data for outliers. "
+            "clip_grad_norm_ only treats the symptom.")
+    return [Finding("exploding", "warning", msg, params=params, modules=[e["layer"] for e in flagged],
+                    nodes=[f"param:{p}" for p in params],
+                    data={"layer_norms": data_norms, "max_norm": worst["norm"], "global_norm": total,
+                          "growth": growth})]
 
-    # vanishing
+
+def _vanishing(probe: Probe, layers: list[dict], data_norms: dict, skip_zero: bool) -> list[Finding]:
+    norms = [e["norm"] for e in layers]
     top = max(range(len(layers)), key=lambda i: norms[i])
     biggest = norms[top]
-    if biggest > 0:
-        low = []
-        for i, e in enumerate(layers[:top]):
-            n = e["norm"]
-            if n == 0 and skip_zero:
-                continue
-            if n < VANISH_REL * biggest or (n < VANISH_ABS and n < 1e-2 * biggest):
-                low.append(e)
-        zero_w, low = _split_zero_init(probe, layers, low)
-        if zero_w:
-            findings.append(_zero_init_finding(zero_w, data_norms))
-        if low:
-            params = [p for e in low for p in e["params"]]
-            first = low[0]
-            msg = (f"Vanishing gradients: {len(low)} layer(s) toward the input get almost no gradient: "
-                   f"`{first['layer']}` has a gradient norm of {fmt_num(first['norm'])}, "
-                   f"{fmt_num(first['norm'] / biggest)} of the largest (`{layers[top]['layer']}`, "
-                   f"{fmt_num(biggest)}); the norms shrink layer by layer toward the input, so the first "
-                   "layers barely train. Fixes: ReLU/GELU instead of sigmoid/tanh in hidden layers, "
-                   "residual connections, normalisation (BatchNorm/LayerNorm), He/Xavier init, or fewer layers.")
-            findings.append(Finding("vanishing", "warning", msg, params=params, modules=[e["layer"] for e in low],
-                                    nodes=[f"param:{p}" for p in params],
-                                    data={"layer_norms": data_norms, "min_ratio": min(e["norm"] for e in low) / biggest,
-                                          "largest_layer": layers[top]["layer"]}))
+    if biggest <= 0:
+        return []
+    low = [e for e in layers[:top] if not (e["norm"] == 0 and skip_zero)
+           and (e["norm"] < VANISH_REL * biggest or (e["norm"] < VANISH_ABS and e["norm"] < 1e-2 * biggest))]
+    zero_w, low = _split_zero_init(probe, layers, low)
+    findings = [_zero_init_finding(zero_w, data_norms)] if zero_w else []
+    if low:
+        params = [p for e in low for p in e["params"]]
+        first = low[0]
+        msg = (f"Vanishing gradients: {len(low)} layer(s) toward the input get almost no gradient: "
+               f"`{first['layer']}` has a gradient norm of {fmt_num(first['norm'])}, "
+               f"{fmt_num(first['norm'] / biggest)} of the largest (`{layers[top]['layer']}`, "
+               f"{fmt_num(biggest)}); the norms shrink layer by layer toward the input, so the first "
+               "layers barely train. Fixes: ReLU/GELU instead of sigmoid/tanh in hidden layers, "
+               "residual connections, normalisation (BatchNorm/LayerNorm), He/Xavier init, or fewer layers.")
+        findings.append(Finding("vanishing", "warning", msg, params=params, modules=[e["layer"] for e in low],
+                                nodes=[f"param:{p}" for p in params],
+                                data={"layer_norms": data_norms, "min_ratio": min(e["norm"] for e in low) / biggest,
+                                      "largest_layer": layers[top]["layer"]}))
     return findings
 
 

@@ -156,6 +156,8 @@ def gradcheck_function(fn: Callable, inputs: Sequence[Any], *, kwargs: dict | No
     small, as ``torch.autograd.gradcheck`` does; otherwise through random projections of
     the output (``samples`` input elements each). Inputs are used as given (pass float64).
     """
+    # over 60 lines: the two ways of checking an input (full Jacobian / random projections) share setup
+    # and the per-input result; kept side by side so they stay the same test
     kwargs = kwargs or {}
     inputs = list(inputs)
     diff = [i for i, t in enumerate(inputs) if isinstance(t, torch.Tensor) and t.requires_grad]

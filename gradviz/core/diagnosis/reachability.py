@@ -116,6 +116,8 @@ def _cause(probe: Probe, name: str, cut_params: list[set[str]], modules: dict[st
 # -- messages ---------------------------------------------------------------
 
 def _finding(probe: Probe, cause: tuple, names: list[str], modules: dict[str, nn.Module]) -> Finding:
+    # over 60 lines: one branch per cause, each a few lines of wording; a table of functions would hide
+    # that they all fill the same message, location, edges and data
     cap = probe.capture
     kind = cause[0]
     owners = _common_modules(names)
@@ -165,33 +167,7 @@ def _finding(probe: Probe, cause: tuple, names: list[str], modules: dict[str, nn
         where = f" at {_short(cut.location)}" if cut.location else ""
         code = f" (`{cut.code}`)" if cut.code else ""
         op = cut.op
-        roundtrip = _roundtrip(cap, idx)
-        if op in ("numpy",) or roundtrip == "numpy":
-            why = f"the graph is cut by a numpy round trip{where}{code}: `.detach()`/`.numpy()` leaves autograd and " \
-                  "`torch.tensor(...)` makes a new tensor with no history"
-            fix = "Do that computation with torch operations instead of numpy."
-            data["cut"] = "numpy"
-        elif op in ("tolist", "item") or roundtrip in ("tolist", "item"):
-            call = roundtrip or op
-            why = f"the graph is cut by `.{call}()`{where}{code}: it turns the tensor into Python numbers, " \
-                  "and a tensor made from them has no history"
-            fix = f"Keep the values as tensors; use .{call}() only for logging."
-            data["cut"] = call
-        elif op in ("detach", "detach_", "data"):
-            call = ".data" if op == "data" else f".{op}()"
-            why = f"the graph is cut by `{call}`{where}{code}"
-            fix = f"Remove the {call} (it is meant for values you log or for targets, not for the training path)."
-            data["cut"] = op
-        elif op in NONDIFF_CALLS:
-            why = f"`{op}` is not differentiable{where}{code}: it returns integer indices / booleans, so no " \
-                  "gradient flows back through it"
-            fix = ("Use a differentiable relaxation: soft attention (softmax(scores) @ table), a "
-                   "straight-through estimator or Gumbel-softmax.")
-            data["cut"] = op
-        else:
-            why = f"the graph is cut by `{op}`{where}{code}"
-            fix = "Keep the training path inside autograd."
-            data["cut"] = op
+        why, fix, data["cut"] = _cut_words(op, _roundtrip(cap, idx), where, code)
         msg = f"{what} {no_grad_txt} no gradient: {why}. {fix}"
         edges, data_edge = _broken_edge(probe, names, cap.cut_seq[idx], cut)
         data.update(data_edge)
@@ -210,6 +186,29 @@ def _finding(probe: Probe, cause: tuple, names: list[str], modules: dict[str, nn
     nodes += [v for e in edges for v in e if v not in nodes]
     return Finding("unreachable", "error", msg, params=names, modules=owners, nodes=nodes,
                    location=location, edges=edges, data=data)
+
+
+def _cut_words(op: str, roundtrip: str | None, where: str, code: str) -> tuple[str, str, str]:
+    """(why, fix, cut kind) for a parameter cut off by ``op`` (``roundtrip``: how the tensor left torch)."""
+    if op == "numpy" or roundtrip == "numpy":
+        return (f"the graph is cut by a numpy round trip{where}{code}: `.detach()`/`.numpy()` leaves autograd and "
+                "`torch.tensor(...)` makes a new tensor with no history",
+                "Do that computation with torch operations instead of numpy.", "numpy")
+    if op in ("tolist", "item") or roundtrip in ("tolist", "item"):
+        call = roundtrip or op
+        return (f"the graph is cut by `.{call}()`{where}{code}: it turns the tensor into Python numbers, "
+                "and a tensor made from them has no history",
+                f"Keep the values as tensors; use .{call}() only for logging.", call)
+    if op in ("detach", "detach_", "data"):
+        call = ".data" if op == "data" else f".{op}()"
+        return (f"the graph is cut by `{call}`{where}{code}",
+                f"Remove the {call} (it is meant for values you log or for targets, not for the training path).", op)
+    if op in NONDIFF_CALLS:
+        return (f"`{op}` is not differentiable{where}{code}: it returns integer indices / booleans, so no "
+                "gradient flows back through it",
+                "Use a differentiable relaxation: soft attention (softmax(scores) @ table), a straight-through "
+                "estimator or Gumbel-softmax.", op)
+    return f"the graph is cut by `{op}`{where}{code}", "Keep the training path inside autograd.", op
 
 
 def _roundtrip(cap, idx: int) -> str | None:

@@ -26,6 +26,7 @@ from gradviz.core.script import ModelScript, ScriptError
 def training_findings(script: ModelScript, steps: int, *, seed: int = 0, cancel: Callable[[], bool] | None = None
                       ) -> tuple[list[Finding], dict[str, Any], torch.nn.Module]:
     """K steps; returns the findings, the loss/norm history and the trained model."""
+    # over 60 lines: the training loop and its two early exits (non-finite loss / gradients) read as one story
     torch.manual_seed(seed)
     model = script.new_model()
     opt = script.make_optimizer(model.parameters())
