@@ -100,3 +100,24 @@ def test_locations_never_point_at_the_launcher(launcher, tmp_path):
     libs = {n.get("library_location", "").rpartition(":")[0] for n in located}
     assert any(lib.endswith("transformers/models/resnet/modeling_resnet.py") for lib in libs)
     assert not any("/gradviz/" in lib or lib.endswith("bin/gradviz") for lib in libs)
+
+
+@pytest.mark.parametrize("launcher", ["module", "console"])
+def test_check_findings_never_point_at_the_launcher(launcher):
+    """``gradviz check`` through either launcher names the user's bug line, not ``bin/gradviz:8``
+    (``sys.exit(main())``) and not an empty location (``python -m gradviz``)."""
+    exe = [sys.executable, "-m", "gradviz"]
+    if launcher == "console":
+        script = Path(sys.executable).parent / "gradviz"
+        if not script.exists():
+            pytest.fail(f"the console script {script} is missing: pip install -e . creates it")
+        exe = [str(script)]
+    path = BUGS / "real_resnet_detach.py"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(exe + ["check", str(path), "--json", "--no-gradcheck"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr                       # an error finding
+    findings = json.loads(proc.stdout)["findings"]
+    cuts = [f for f in findings if f["code"] == "unreachable"]
+    assert len(cuts) == 1 and cuts[0]["location"] == bug_line(path), findings
+    assert all("bin/gradviz" not in (f.get("location") or "") for f in findings)
