@@ -92,19 +92,28 @@ def test_selecting_an_op_highlights_its_neighbours(qtbot, window):
 def test_expand_and_collapse_modules(qtbot, window):
     open_and_wait(qtbot, window, TRANSFORMER)
     doc = window.document
+    from gradviz.core.grouping import auto_depth, expanded_to_depth
+
+    change_view(qtbot, window, lambda: window.set_expanded(expanded_to_depth(doc.graph, auto_depth(doc.graph))))
     assert "group:blocks.0.attn.q_proj" in doc.view  # auto depth: Linear layers are boxes
-    before = doc.view.number_of_nodes()
+    before, auto = doc.view.number_of_nodes(), set(doc.expanded)
     change_view(qtbot, window, lambda: window.collapse("blocks.0"))
     assert "group:blocks.0" in doc.view
     assert not any(n.startswith("group:blocks.0.") for n in doc.view)
     assert doc.view.number_of_nodes() < before
     assert window.scene.node_item("group:blocks.0") is not None
     assert window.selected == "group:blocks.0"
+    # a folded module holds nothing open: its inner modules' check boxes are cleared too (#12 item 11)
     assert window.outline.item("blocks.0").checkState() == Qt.Unchecked
-    # double-click the group to expand it again
+    assert window.outline.item("blocks.0.attn").checkState() == Qt.Unchecked
+    assert not any(m.startswith("blocks.0") for m in doc.expanded)
+    # double-click the group to expand it again: its attention and MLP show as boxes
     with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
         click_node(qtbot, window, "group:blocks.0", double=True)
-    assert "group:blocks.0" not in doc.view
+    assert "group:blocks.0" not in doc.view and "group:blocks.0.attn" in doc.view
+    change_view(qtbot, window, lambda: window.outline.item("blocks.0.attn").setCheckState(Qt.Checked))
+    assert "group:blocks.0.attn" not in doc.view and "group:blocks.0.attn.q_proj" in doc.view
+    change_view(qtbot, window, lambda: window.set_expanded(auto))
     assert doc.view.number_of_nodes() == before
     # the outline's check box expands a module: every op of q_proj shows
     change_view(qtbot, window, lambda: window.outline.item("blocks.0.attn.q_proj").setCheckState(Qt.Checked))

@@ -79,7 +79,8 @@ def test_selected_parameter_curve_is_highlighted(qtbot, win):
     panel = win.training_panel
     panel.step()
     qtbot.waitUntil(lambda: len(panel.plots.param_curves) > 0 and len(panel.history) == 1, timeout=WAIT_MS)
-    win.select_nodes(["param:fc2.weight"])
+    win.reveal("param:fc2.weight")           # (its Linear may be folded into a box in a small canvas)
+    qtbot.waitUntil(lambda: win.selected == "param:fc2.weight", timeout=WAIT_MS)
     plots = panel.plots
     assert plots.highlighted == "fc2.weight"
     curve = plots.param_curves["fc2.weight"]
@@ -200,7 +201,8 @@ def test_inspector_follows_the_selected_node_while_training(qtbot, win):
     """Sampled steps send the selected node's full statistics; the inspector shows them."""
     panel = win.training_panel
     nid = "param:fc2.weight"
-    win.select_nodes([nid])
+    win.reveal(nid)
+    qtbot.waitUntil(lambda: win.selected == nid, timeout=WAIT_MS)
     traced = win.inspector.field("grad norm")
     seen = []
     panel.start()

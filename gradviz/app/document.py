@@ -265,8 +265,9 @@ class Document:
         return self.expanded | set(prefixes(module))
 
     def expanded_without(self, module: str) -> set[str]:
-        """Collapse ``module`` (its inner modules keep their state for the next expand)."""
-        return self.expanded - {module}
+        """Collapse ``module`` and every module inside it: a folded box holds nothing open
+        (the module tree's check boxes then say what the graph shows)."""
+        return {m for m in self.expanded if m != module and not m.startswith(module + ".")}
 
     def parent_module(self, nid: str) -> str | None:
         """The innermost expanded module holding a view node: what "Collapse parent" folds."""

@@ -149,7 +149,8 @@ class GraphSync:
         if fit:
             h.view.fit()
         else:
-            h.view.update_canvas()   # a re-grouped graph keeps the user's zoom and place
+            h.view.update_canvas()   # a re-grouped graph keeps the user's zoom (the window keeps the place)
+        h.view.viewport().update()   # every pixel: nothing of the previous drawing may stay
         h.minimap.render_scene()
         h.overlays.place()
         h.status.set_run(doc.run, doc.view.number_of_nodes())

@@ -12,16 +12,11 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QFrame, QGraphicsView, QLabel
 
-from gradviz.render.items import SIMPLE_LOD
 
 MIN_SCALE = 0.01
 MAX_SCALE = 8.0
 ANTIALIAS_ABOVE = 0.35   # below this zoom edges are sub-pixel anyway
 FIT_MAX_SCALE = 1.25     # Fit never blows a small graph up beyond this
-# Fit scales where nodes are drawn as bare blocks (no shapes, no text) are unreadable: a tall
-# graph (a transformer tower, a ResNet) then fits its width instead; the minimap shows the rest
-TOWER_BELOW = SIMPLE_LOD
-TOWER_SCALE = 1.0        # ...at most at 1:1, where box labels are sized to be read
 
 
 class GraphView(QGraphicsView):
@@ -98,8 +93,8 @@ class GraphView(QGraphicsView):
         self.set_scale(1.0)
 
     def fit(self) -> None:
-        """Whole graph in view above the legend; a very tall graph fits its width and shows
-        its bottom (the loss). The view stays fitted through resizes until the user moves it."""
+        """The whole graph in view above the legend, centred (never blown up past
+        ``FIT_MAX_SCALE``). The view stays fitted through resizes until the user moves it."""
         self._own_scroll += 1
         try:
             self._fit()
@@ -107,24 +102,18 @@ class GraphView(QGraphicsView):
             self._own_scroll -= 1
         self.fitted = True
 
+    def fit_size(self) -> tuple[float, float]:
+        """The viewport area (w, h) Fit puts the graph in: above the legend."""
+        vp = self.viewport().rect()
+        return float(vp.width()), float(max(1, vp.height() - self.bottom_margin))
+
     def _fit(self) -> None:
-        scene = self.scene()
-        rect = scene.graph_rect()
+        rect = self.scene().graph_rect()
         if rect.isEmpty():
             return
         rect = rect.adjusted(-12, -12, 12, 12)
-        vp = self.viewport().rect().adjusted(0, 0, 0, -self.bottom_margin)
-        sx, sy = vp.width() / rect.width(), vp.height() / rect.height()
-        scale = min(sx, sy, FIT_MAX_SCALE)
-        # a transformer stack is a thin tower: fit the width, not the height
-        readable = min(sx, FIT_MAX_SCALE, TOWER_SCALE)
-        if scale < TOWER_BELOW and readable > scale:
-            scale = readable
-            self.set_scale(scale)
-            self.update_canvas()
-            self.centerOn(QPointF(rect.center().x(), rect.bottom() - vp.height() / (2 * scale)
-                                  + self.bottom_margin / (2 * scale)))   # its bottom just above the legend
-            return
+        w, h = self.fit_size()
+        scale = min(w / rect.width(), h / rect.height(), FIT_MAX_SCALE)
         self.set_scale(scale)
         self.update_canvas()
         self.centerOn(rect.center() + QPointF(0, self.bottom_margin / (2 * scale)))

@@ -113,6 +113,51 @@ class Interaction:
                 rect = rect.united(QRectF(x - w / 2, y - h / 2, w, h))
         return rect
 
+    # -- keeping the user's place through a re-grouping -----------------------------
+    def anchor(self) -> tuple[str, QPointF] | None:
+        """What the user looks at, and where on screen: the selected node, else the node nearest
+        the middle of the view (a view id), with its centre in viewport coordinates."""
+        doc, view = self.document, self.host.view
+        if doc.view is None or doc.layout is None or not doc.layout.pos:
+            return None
+        nid = doc.selected if doc.selected in doc.layout.pos else None
+        if nid is None:
+            centre = view.mapToScene(view.viewport().rect().center())
+            nid = min(doc.layout.pos, key=lambda n: (doc.layout.pos[n][0] - centre.x()) ** 2
+                      + (doc.layout.pos[n][1] - centre.y()) ** 2)
+        x, y = doc.layout.pos[nid]
+        return nid, QPointF(view.mapFromScene(QPointF(x, y)))
+
+    def restore(self, anchor: tuple[str, QPointF] | None, selected: str) -> None:
+        """After a re-grouping: the selection again (its box, if it was folded into one), and
+        the anchor's node — or the box now holding it, or its members when its box opened —
+        back at the same place on screen."""
+        doc, view = self.document, self.host.view
+        if selected:
+            keep = doc.visible_id(selected)
+            self.select([keep] if keep else [], center=False)
+        if anchor is None:
+            return
+        nid, at = anchor
+        shown = doc.visible_id(nid)
+        ids = [shown] if shown else self.members(nid)
+        rect = self.nodes_rect(ids)
+        if rect.isNull():
+            return
+        view.update_canvas()
+        scale = view.scale_factor()
+        middle = QPointF(view.viewport().rect().center())
+        view.centerOn(rect.center() + (middle - at) / scale)
+        view.viewportMoved.emit()
+
+    def members(self, nid: str) -> list[str]:
+        """View nodes of the module a ``group:`` id stood for (after it was expanded)."""
+        if not nid.startswith("group:") or self.document.view is None:
+            return []
+        module = nid[len("group:"):]
+        return [n for n, a in self.document.view.nodes(data=True)
+                if a.get("module", "") == module or a.get("module", "").startswith(module + ".")]
+
     def center_on(self, ids: list[str]) -> None:
         rect = self.nodes_rect(ids)
         if not rect.isNull():

@@ -209,7 +209,7 @@ class MainWindow(QMainWindow):
 
     def show_graph(self, graph, document: Document) -> None:
         """Show a graph that was not traced here (e.g. from a run file) in ``document``."""
-        self.session.show_graph(graph, document)
+        self.session.show_graph(graph, document, self.view.fit_size())
 
     # ------------------------------------------------------------------ the current document
     def current_script(self) -> str | None:
@@ -249,7 +249,7 @@ class MainWindow(QMainWindow):
         self.watcher.watch(path)
         if path.is_file():
             self.recent.add(path)
-        self.session.open_script(path)
+        self.session.open_script(path, self.view.fit_size())
 
     def reload(self) -> None:
         if self.document.path is not None:
@@ -262,15 +262,24 @@ class MainWindow(QMainWindow):
         return self.session.is_busy()
 
     def set_expanded(self, expanded: set[str], then: Callable[[], None] | None = None) -> None:
-        """Re-collapse and re-lay out (off the UI thread); ``then`` runs once it is shown."""
-        self.session.set_expanded(expanded, then)
+        """Re-collapse and re-lay out (off the UI thread); once it is shown the user's place is
+        kept (the selection, and what was in the middle of the view stays there), then ``then`` runs."""
+        anchor, selected = self.selection.anchor(), self.document.selected
+
+        def shown() -> None:
+            self.selection.restore(anchor, selected)
+            if then is not None:
+                then()
+        self.session.set_expanded(expanded, shown)
 
     def expand(self, module: str, then=None) -> None:
         self.set_expanded(self.document.expanded_with(module), then or (lambda: self.focus_module(module)))
 
     def collapse(self, module: str, then=None) -> None:
+        """Fold ``module`` (and the modules inside it) back into one box, and select that box."""
         gid = f"group:{module}"
-        self.set_expanded(self.document.expanded_without(module), then or (lambda: self.select_nodes([gid])))
+        self.set_expanded(self.document.expanded_without(module),
+                          then or (lambda: self.select_nodes([gid], center=False)))
 
     def expand_all(self) -> None:
         self.set_expanded(self.document.all_modules())
@@ -279,12 +288,8 @@ class MainWindow(QMainWindow):
         self.set_expanded(set())
 
     def reset_grouping(self) -> None:
-        from gradviz.core.grouping import auto_depth, expanded_to_depth
-        from gradviz.app.session import AUTO_BOXES
-
-        g = self.document.graph
-        if g is not None:
-            self.set_expanded(expanded_to_depth(g, auto_depth(g, AUTO_BOXES)))
+        """The grouping the graph opened with (``first_view``), fitted."""
+        self.session.default_grouping(self.view.fit_size(), then=self.view.fit)
 
     def reveal(self, nid: str) -> None:
         """Select ``nid`` (a full-graph id), expanding the groups that hide it."""

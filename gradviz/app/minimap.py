@@ -1,9 +1,14 @@
-"""An overview of the whole graph in a corner of the view, with the visible area
-drawn; click or drag on it to move there.
+"""An overview of the graph in a corner of the view, with the visible area drawn; click or
+drag on it to move there.
 
-It paints a pixmap rendered once from the scene (re-rendered, debounced, when the
-scene changes) instead of being a second live ``QGraphicsView``: re-drawing ten
-thousand items on every scroll would double the cost of panning.
+A graph of ordinary proportions is drawn whole. A tall one (a transformer tower, a deep
+ResNet) would be a thin strip at that scale, so it is drawn at a width where its boxes
+and branches can be told apart, and the map shows the stretch of it around what the view
+shows, scrolling along as the view moves (as a code editor's minimap does).
+
+It paints a pixmap rendered once from the scene (re-rendered, debounced, when the scene
+changes) instead of being a second live ``QGraphicsView``: re-drawing ten thousand items
+on every scroll would double the cost of panning.
 """
 from __future__ import annotations
 
@@ -11,7 +16,12 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QPainter, QPen, QPixmap
 from PySide6.QtWidgets import QWidget
 
-MAX_SIDE = 170
+MAX_SIDE = 180           # a graph of ordinary proportions fits in this square
+MIN_WIDTH = 70           # narrower than this, a tall graph is drawn at TALL_WIDTH instead
+TALL_WIDTH = 120
+MAX_HEIGHT_SHARE = 0.6   # of the view's height, at most
+MAX_PIXMAP = 6000        # pixels along the long side of the rendered pixmap
+PAD = 4
 
 
 class Minimap(QWidget):
@@ -19,8 +29,10 @@ class Minimap(QWidget):
         super().__init__(view)
         self._view = view
         self._pixmap: QPixmap | None = None
-        self._source = QRectF()
-        self._target = QRectF()
+        self._source = QRectF()      # the scene rect drawn into the pixmap
+        self._scale = 1.0            # pixmap pixels per scene unit
+        self._offset = 0.0           # pixmap rows above the part shown (tall graphs)
+        self._dragging = False       # the map holds still under the mouse while it drags
         self.setObjectName("minimap")
         self.setCursor(Qt.PointingHandCursor)
         self.setToolTip("Overview: click or drag to move the view")
@@ -31,6 +43,17 @@ class Minimap(QWidget):
         self.wanted = True   # the user's View ▸ Overview map choice
         self.hide()
 
+    @property
+    def tall(self) -> bool:
+        """Whether the map shows a scrolling stretch of a tall graph instead of all of it."""
+        return self._pixmap is not None and self._pixmap_size().height() > self._max_height()
+
+    def _max_height(self) -> int:
+        return max(MAX_SIDE, int(self._view.viewport().height() * MAX_HEIGHT_SHARE))
+
+    def _pixmap_size(self) -> QSize:
+        return QSize(max(int(self._source.width() * self._scale), 24), max(int(self._source.height() * self._scale), 24))
+
     def render_scene(self) -> None:
         scene = self._view.scene()
         rect = scene.graph_rect()
@@ -39,27 +62,35 @@ class Minimap(QWidget):
             self.hide()
             return
         rect = rect.adjusted(-10, -10, 10, 10)
-        scale = min(MAX_SIDE / rect.width(), MAX_SIDE / rect.height())
-        size = QSize(max(int(rect.width() * scale), 24), max(int(rect.height() * scale), 24))
-        pm = QPixmap(size * self.devicePixelRatioF())
-        pm.setDevicePixelRatio(self.devicePixelRatioF())
+        scale = min(MAX_SIDE / rect.width(), self._max_height() / rect.height())
+        if rect.width() * scale < MIN_WIDTH:      # a thin strip: draw it wider and let the map scroll
+            scale = min(TALL_WIDTH / rect.width(), MAX_PIXMAP / rect.height())
+        self._source, self._scale = rect, scale
+        size = self._pixmap_size()
+        ratio = self.devicePixelRatioF()
+        pm = QPixmap(size * ratio)
+        pm.setDevicePixelRatio(ratio)
         pm.fill(Qt.transparent)
         painter = QPainter(pm)
         painter.setRenderHint(QPainter.Antialiasing, True)
-        scene.render(painter, QRectF(0, 0, size.width(), size.height()), rect, Qt.KeepAspectRatio)
+        scene.render(painter, QRectF(0, 0, size.width(), size.height()), rect, Qt.IgnoreAspectRatio)
         painter.end()
         self._pixmap = pm
-        self._source = rect
-        self._target = QRectF(0, 0, size.width(), size.height())
-        self.resize(size.width() + 8, size.height() + 8)
+        self.resize(size.width() + 2 * PAD, min(size.height(), self._max_height()) + 2 * PAD)
         self.place()
         self.refresh()
 
     def refresh(self) -> None:
-        """Shown only when it helps: part of the graph is out of view."""
+        """Shown only when it helps: part of the graph is out of view. A tall map follows the view."""
         if self._pixmap is None:
             return
         visible = self._view.visible_scene_rect()
+        if self.tall and not self._dragging:
+            shown_h = self.height() - 2 * PAD
+            middle = (visible.center().y() - self._source.y()) * self._scale
+            self._offset = min(max(0.0, middle - shown_h / 2), self._pixmap_size().height() - shown_h)
+        else:
+            self._offset = 0.0
         whole = visible.contains(self._source.adjusted(8, 8, -8, -8))
         self.setVisible(self.wanted and not whole)
         self.update()
@@ -78,9 +109,10 @@ class Minimap(QWidget):
         p.setPen(QPen(pal.mid().color(), 1))
         p.setBrush(bg)
         p.drawRoundedRect(QRectF(self.rect()).adjusted(0.5, 0.5, -0.5, -0.5), 4, 4)
-        p.drawPixmap(QPointF(4, 4), self._pixmap)
-        visible = self._view.visible_scene_rect()
-        r = self._to_map(visible).intersected(self._target.translated(4, 4).adjusted(-2, -2, 2, 2))
+        inner = QRectF(PAD, PAD, self.width() - 2 * PAD, self.height() - 2 * PAD)
+        p.setClipRect(inner)
+        p.drawPixmap(QPointF(PAD, PAD - self._offset), self._pixmap)
+        r = self._to_map(self._view.visible_scene_rect()).intersected(inner.adjusted(-2, -2, 2, 2))
         accent = QColor(pal.highlight().color())
         p.setPen(QPen(accent, 1.5))
         fill = QColor(accent)
@@ -90,19 +122,24 @@ class Minimap(QWidget):
         p.end()
 
     def _to_map(self, rect: QRectF) -> QRectF:
-        s = self._target.width() / self._source.width()
-        return QRectF(4 + (rect.x() - self._source.x()) * s, 4 + (rect.y() - self._source.y()) * s,
+        s = self._scale
+        return QRectF(PAD + (rect.x() - self._source.x()) * s, PAD - self._offset + (rect.y() - self._source.y()) * s,
                       rect.width() * s, rect.height() * s)
 
     def _to_scene(self, pt: QPointF) -> QPointF:
-        s = self._source.width() / self._target.width()
-        return QPointF(self._source.x() + (pt.x() - 4) * s, self._source.y() + (pt.y() - 4) * s)
+        s = self._scale
+        return QPointF(self._source.x() + (pt.x() - PAD) / s, self._source.y() + (pt.y() - PAD + self._offset) / s)
 
     def mousePressEvent(self, event) -> None:
+        self._dragging = True
         self._view.centerOn(self._to_scene(event.position()))
-        self.update()
+        self.refresh()
 
     def mouseMoveEvent(self, event) -> None:
         if event.buttons() & Qt.LeftButton:
             self._view.centerOn(self._to_scene(event.position()))
-            self.update()
+            self.refresh()
+
+    def mouseReleaseEvent(self, event) -> None:
+        self._dragging = False
+        self.refresh()

@@ -16,6 +16,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal
 
 from gradviz.app.document import Document, TraceResult, ViewResult
+from gradviz.app.first_view import choose_grouping
 from gradviz.app.jobs import JobContext, Jobs
 
 log = logging.getLogger(__name__)
@@ -79,27 +80,41 @@ class Session(QObject):
         return bool(self._phases)
 
     # -- opening ----------------------------------------------------------------------
-    def open_script(self, path: str | Path) -> Document:
+    def open_script(self, path: str | Path, fit: tuple[float, float] | None = None) -> Document:
+        """Open (or reload) a script in a new document; ``fit`` is the viewport (w, h) its first
+        view will be fitted to (see ``first_view``)."""
         path = Path(path).expanduser().resolve()
         old = self.document
         doc = self.replace(Document(path, "script"))
         # a reload keeps the user's grouping where the modules are still there
         hint = set(old.expanded) if old.path == path and old.graph is not None else None
-        self.jobs.submit("trace", trace_job(path, AUTO_BOXES, hint, self.meta), document=doc,
+        self.jobs.submit("trace", trace_job(path, fit, hint, self.meta), document=doc,
                          on_done=doc.set_trace, on_failed=doc.fail)
         self._lane_phase("trace", "loading script")
         return doc
 
-    def show_graph(self, graph, doc: Document) -> None:
+    def show_graph(self, graph, doc: Document, fit: tuple[float, float] | None = None) -> None:
         """Show a graph that was not traced here (e.g. from a run file) in ``doc``: the graph
         is known at once (norms may be set on it), grouping and layout follow off the UI thread."""
+        hint = set(doc.expanded) if doc.view is not None else None    # another step of the same run
         doc.set_graph(graph)
-        self.jobs.submit("trace", graph_job(doc.path, graph, AUTO_BOXES), document=doc,
+        self.jobs.submit("trace", graph_job(doc.path, graph, fit, hint), document=doc,
                          on_done=lambda r: doc.set_view(ViewResult(r.expanded, r.view, r.layout), fit=True),
                          on_failed=doc.fail)
         self._lane_phase("trace", "laying out the graph")
 
     # -- grouping -----------------------------------------------------------------------
+    def default_grouping(self, fit: tuple[float, float] | None, then: Callable[[], None] | None = None) -> None:
+        """The grouping a graph opens with (``first_view.choose_grouping``), laid out again."""
+        doc = self.document
+        if doc.graph is None:
+            return
+        self._after_view = [then] if then else []
+        graph = doc.graph
+        self.jobs.submit("layout", lambda ctx: _first_view(ctx, graph, fit, None)[1], document=doc,
+                         on_done=lambda r: self._view_done(doc, r))
+        self._lane_phase("layout", "layout")
+
     def set_expanded(self, expanded: set[str], then: Callable[[], None] | None = None) -> None:
         """Re-collapse and re-lay out (off the UI thread); ``then`` runs once it is shown."""
         doc = self.document
@@ -122,9 +137,10 @@ class Session(QObject):
 
 # -- the jobs (run on the trace / layout lanes) ---------------------------------------
 
-def trace_job(path: Path, max_boxes: int = AUTO_BOXES, expanded: set[str] | None = None,
+def trace_job(path: Path, fit: tuple[float, float] | None = None, expanded: set[str] | None = None,
               meta: bool | None = None):
-    """Load the script, forward + backward, collapse (``auto_depth`` or ``expanded``), lay out.
+    """Load the script, forward + backward, group (``expanded``, or the first view that fits
+    ``fit``), lay out.
 
     Gradient norms only (``details="norms"``): the rest is fetched for the selected node
     (``app/details_fetcher.py``). ``meta``: see ``Session.meta``.
@@ -146,7 +162,7 @@ def trace_job(path: Path, max_boxes: int = AUTO_BOXES, expanded: set[str] | None
             graph.graph["meta_reason"] = reason
         del script, model
         timings["trace"] = time.perf_counter() - t1
-        return group_and_layout(ctx, path, graph, max_boxes, timings, expanded)
+        return group_and_layout(ctx, path, graph, fit, timings, expanded)
 
     return job
 
@@ -168,33 +184,37 @@ def choose_meta(ctx: JobContext, script, meta: bool | None):
     return script, est.model, True, est.message(script.path.name)
 
 
-def graph_job(path: Path | None, graph, max_boxes: int = AUTO_BOXES):
+def graph_job(path: Path | None, graph, fit: tuple[float, float] | None = None, expanded: set[str] | None = None):
     """Group and lay out a graph that was not traced here (e.g. read from a run file)."""
     def job(ctx: JobContext) -> TraceResult:
-        return group_and_layout(ctx, path, graph, max_boxes, {})
+        return group_and_layout(ctx, path, graph, fit, {}, expanded)
 
     return job
 
 
-def group_and_layout(ctx: JobContext, path, graph, max_boxes: int, timings: dict,
-                     expanded: set[str] | None = None) -> TraceResult:
+def _first_view(ctx: JobContext, graph, fit, expanded) -> tuple[float, ViewResult]:
+    """(seconds, the view): ``expanded`` if given, else the first view that fits ``fit``."""
     from gradviz.core.folding import UNFOLD
-    from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+    from gradviz.core.grouping import collapse
 
     t0 = time.perf_counter()
     ctx.phase("grouping")
     if expanded is not None:
         modules = graph.graph.get("modules", {})
         expanded = {m for m in expanded if m.removeprefix(UNFOLD) in modules}
+        view = collapse(graph, expanded=expanded)
+        ctx.phase("layout")
+        lay = layout_view(view)
     else:
-        expanded = expanded_to_depth(graph, auto_depth(graph, max_boxes))
-    view = collapse(graph, expanded=expanded)
-    t1 = time.perf_counter()
-    timings["collapse"] = t1 - t0
-    ctx.phase("layout")
-    lay = layout_view(view)
-    timings["layout"] = time.perf_counter() - t1
-    return TraceResult(path, graph, expanded, view, lay, timings)
+        expanded, view, lay = choose_grouping(graph, fit, AUTO_BOXES, layout_view, ctx.check)
+    return time.perf_counter() - t0, ViewResult(expanded, view, lay)
+
+
+def group_and_layout(ctx: JobContext, path, graph, fit, timings: dict,
+                     expanded: set[str] | None = None) -> TraceResult:
+    seconds, v = _first_view(ctx, graph, fit, expanded)
+    timings["layout"] = seconds
+    return TraceResult(path, graph, v.expanded, v.view, v.layout, timings)
 
 
 def view_job(graph, expanded: set[str]):

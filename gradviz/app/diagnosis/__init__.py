@@ -21,6 +21,8 @@ def install(host: PanelHost) -> dict:
     grad = GradcheckPanel(host)
     diag_dock = host.add_dock("Diagnosis", diag, Qt.BottomDockWidgetArea)
     grad_dock = host.add_dock("Gradcheck", grad, Qt.BottomDockWidgetArea)
+    diag_dock.hide()       # until asked for: the graph keeps the window's height
+    grad_dock.hide()
 
     health = QAction("Health check", diag_dock)
     health.setToolTip("Run the gradient checklist on the current script")

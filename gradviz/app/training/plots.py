@@ -14,18 +14,22 @@ import time
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QIcon, QPixmap
-from PySide6.QtWidgets import (QGridLayout, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton,
+                               QScrollArea, QSlider, QVBoxLayout, QWidget)
 
 import pyqtgraph as pg
 
 from gradviz.app.training.history import History
+from gradviz.app.training.plot_widget import Plot
+from gradviz.app.training.smoothing import ema
 from gradviz.core.formatting import number
 
 MAX_HZ = 30
 MAX_INTERVAL_MS = 1000
 FRAME_BUDGET_S = 0.012        # per timer tick, at most about this much drawing (then the next tick goes on)
 DEFAULT_VISIBLE = 12          # parameters shown at first (the rest can be ticked in the list)
+DEFAULT_SMOOTHING = 0.6       # TensorBoard's default
+FAINT = 70                    # alpha of a raw curve drawn under its smoothed one
 
 
 def _positive(values: np.ndarray) -> np.ndarray:
@@ -38,51 +42,6 @@ def _positive(values: np.ndarray) -> np.ndarray:
 def _fmt(v: float | None) -> str:
     """A plotted value; NaN in a history column means "not measured at this step": '—'."""
     return number(None if v is None or (isinstance(v, float) and math.isnan(v)) else v)
-
-
-class _Plot(pg.PlotWidget):
-    """A PlotWidget with a hover line and a value label."""
-
-    def __init__(self, title: str, log_y: bool = False) -> None:
-        super().__init__()
-        self.setBackground(None)
-        item = self.getPlotItem()
-        item.setTitle(title, size="9pt")
-        # no grid: pyqtgraph replays the axes (with their grid lines) as QPictures on every paint,
-        # which dominated the redraw cost
-        item.setLogMode(x=False, y=log_y)
-        item.setClipToView(True)
-        item.setDownsampling(auto=True, mode="peak")
-        self.setMinimumHeight(80)
-        self.setMinimumWidth(160)
-        self.hover_line = pg.InfiniteLine(angle=90, movable=False, pen=pg.mkPen((128, 128, 128, 160), width=1))
-        self.hover_line.hide()
-        self.addItem(self.hover_line, ignoreBounds=True)
-        self.hover_label = pg.TextItem(anchor=(0, 0), color=(90, 90, 90))
-        self.hover_label.hide()
-        self.addItem(self.hover_label, ignoreBounds=True)
-        self.proxy = pg.SignalProxy(self.scene().sigMouseMoved, rateLimit=30, slot=self._moved)
-        self.describe = None          # step index -> text, set by TrainingPlots
-
-    def _moved(self, event) -> None:
-        pos = event[0]
-        vb = self.getPlotItem().vb
-        if not self.sceneBoundingRect().contains(pos) or self.describe is None:
-            self.hover_line.hide()
-            self.hover_label.hide()
-            return
-        x = vb.mapSceneToView(pos).x()
-        text, step = self.describe(x)
-        if text is None:
-            self.hover_line.hide()
-            self.hover_label.hide()
-            return
-        self.hover_line.setPos(step)
-        self.hover_line.show()
-        (x0, x1), (y0, y1) = vb.viewRange()
-        self.hover_label.setText(text)
-        self.hover_label.setPos(x0, y1)
-        self.hover_label.show()
 
 
 class TrainingPlots(QWidget):
@@ -100,16 +59,18 @@ class TrainingPlots(QWidget):
         self._highlight_color: QColor | None = None
         self._drawn = -1
         self._dirty: list[int] = []
-        self.redraws = 0
 
-        self.loss_plot = _Plot("loss")
-        self.norm_plot = _Plot("global grad norm (pre / post clip)", log_y=True)
-        self.param_plot = _Plot("grad norm per parameter", log_y=True)
-        self.ratio_plot = _Plot("update / weight ratio", log_y=True)
-        self.lr_plot = _Plot("learning rate")
+        self.loss_plot = Plot("loss")
+        self.norm_plot = Plot("global grad norm (pre / post clip)", log_y=True)
+        self.param_plot = Plot("grad norm per parameter", log_y=True)
+        self.ratio_plot = Plot("update / weight ratio", log_y=True)
+        self.lr_plot = Plot("learning rate")
         self.plots = [self.loss_plot, self.norm_plot, self.param_plot, self.ratio_plot, self.lr_plot]
         # no x-link: the plots differ in width, and pyqtgraph keeps linked views pixel-aligned
+        # raw curves (faint while smoothing is on) and their exponential moving averages on top
         self.loss_curve = self.loss_plot.plot(pen=pg.mkPen((40, 110, 200), width=1))
+        self.loss_smooth = self.loss_plot.plot(pen=pg.mkPen((40, 110, 200), width=2))
+        self.pre_smooth = self.norm_plot.plot(pen=pg.mkPen((200, 90, 40), width=2))
         self.pre_curve = self.norm_plot.plot(pen=pg.mkPen((200, 90, 40), width=1), name="pre-clip")
         self.post_curve = self.norm_plot.plot(pen=pg.mkPen((40, 150, 90), width=1, style=Qt.DashLine),
                                               name="post-clip")
@@ -140,30 +101,51 @@ class TrainingPlots(QWidget):
         row.addWidget(none_btn)
         sl.addLayout(row)
 
-        # a grid, so that all five stay visible in a short, wide dock:
-        #   loss            | grad norm (pre/post) | learning rate
-        #   grad norm per parameter (2 columns)     | update ratio
-        grid = QGridLayout()
-        grid.setContentsMargins(0, 0, 0, 0)
-        grid.setSpacing(2)
-        grid.addWidget(self.loss_plot, 0, 0)
-        grid.addWidget(self.norm_plot, 0, 1)
-        grid.addWidget(self.lr_plot, 0, 2)
-        grid.addWidget(self.param_plot, 1, 0, 1, 2)
-        grid.addWidget(self.ratio_plot, 1, 2)
-        for c in range(3):
-            grid.setColumnStretch(c, 1)
+        # one row in a wide, short dock; each plot keeps a readable size, the row scrolls past that
+        row_widget = QWidget()
+        plots_row = QHBoxLayout(row_widget)
+        plots_row.setContentsMargins(0, 0, 0, 0)
+        plots_row.setSpacing(4)
+        for plot in self.plots:
+            plots_row.addWidget(plot, 2 if plot is self.param_plot else 1)
+        scroller = QScrollArea()
+        scroller.setWidgetResizable(True)
+        scroller.setFrameShape(QScrollArea.NoFrame)
+        scroller.setWidget(row_widget)
+        self.log_loss = QCheckBox("log loss")
+        self.log_loss.setToolTip("Loss axis: logarithmic or linear")
+        self.log_loss.toggled.connect(self.set_log_loss)
+        self.smoothing = QSlider(Qt.Horizontal)
+        self.smoothing.setRange(0, 99)
+        self.smoothing.setValue(int(DEFAULT_SMOOTHING * 100))
+        self.smoothing.setMaximumWidth(160)
+        self.smoothing.setToolTip("Exponential moving average of the loss and gradient norm (as in TensorBoard); "
+                                  "the raw curve stays drawn faintly")
+        self.smoothing_label = QLabel()
+        self.smoothing.valueChanged.connect(self._smoothing_changed)
+        controls = QHBoxLayout()
+        controls.setContentsMargins(4, 0, 4, 0)
+        controls.addWidget(QLabel("Smoothing"))
+        controls.addWidget(self.smoothing)
+        controls.addWidget(self.smoothing_label)
+        controls.addSpacing(16)
+        controls.addWidget(self.log_loss)
+        controls.addStretch(1)
+        left = QVBoxLayout()
+        left.setContentsMargins(0, 0, 0, 0)
+        left.addLayout(controls)
+        left.addWidget(scroller, 1)
         outer = QHBoxLayout(self)
         outer.setContentsMargins(2, 2, 2, 2)
-        outer.addLayout(grid, 1)
+        outer.addLayout(left, 1)
         outer.addWidget(side)
 
-        self.last_cost = 0.0
         self._min_interval = max(1, int(1000 / max_hz))
         self.timer = QTimer(self)
         self.timer.setInterval(self._min_interval)
         self.timer.timeout.connect(self.refresh)
         self.timer.start()
+        self._smoothing_changed(self.smoothing.value())
 
     # -- parameters -------------------------------------------------------
     def set_names(self, names: list[str]) -> None:
@@ -266,7 +248,6 @@ class TrainingPlots(QWidget):
         if not self._dirty:
             return
         self._drawn = h.version
-        self.redraws += 1
         start = time.perf_counter()
         x = h.column("step")
         while self._dirty:
@@ -282,9 +263,15 @@ class TrainingPlots(QWidget):
         h = self.history
         plot = self.plots[i]
         if plot is self.loss_plot:
-            self.loss_curve.setData(x, h.column("loss"), connect="finite")
+            loss = h.column("loss")
+            if self.log_loss.isChecked():
+                loss = _positive(loss)
+            self.loss_curve.setData(x, loss, connect="finite")
+            self._draw_smooth(self.loss_smooth, x, loss)
         elif plot is self.norm_plot:
-            self.pre_curve.setData(x, _positive(h.column("grad_norm")), connect="finite")
+            pre = _positive(h.column("grad_norm"))
+            self.pre_curve.setData(x, pre, connect="finite")
+            self._draw_smooth(self.pre_smooth, x, pre)
             self.post_curve.setData(x, _positive(h.column("grad_norm_clipped")), connect="finite")
         elif plot is self.lr_plot:
             lr = h.column("lr")
@@ -301,9 +288,34 @@ class TrainingPlots(QWidget):
             for name in shown:
                 self._draw_param(name, x, params=not ratios, ratios=ratios)
 
+    # -- smoothing and axes -------------------------------------------------
+    @property
+    def smoothing_weight(self) -> float:
+        return self.smoothing.value() / 100.0
+
+    def _smoothing_changed(self, value: int) -> None:
+        w = value / 100.0
+        self.smoothing_label.setText(f"{w:.2f}")
+        for raw, color in ((self.loss_curve, (40, 110, 200)), (self.pre_curve, (200, 90, 40))):
+            raw.setPen(pg.mkPen((*color, FAINT if w > 0 else 255), width=1))
+        self.loss_smooth.setVisible(w > 0)
+        self.pre_smooth.setVisible(w > 0)
+        self.refresh(force=True)
+
+    def _draw_smooth(self, curve, x: np.ndarray, y: np.ndarray) -> None:
+        if self.smoothing_weight > 0 and len(y):
+            curve.setData(x, ema(y, self.smoothing_weight), connect="finite")
+
+    def set_log_loss(self, on: bool) -> None:
+        """The loss axis logarithmic (non-positive losses leave gaps) or linear."""
+        if self.log_loss.isChecked() != on:
+            self.log_loss.setChecked(on)
+            return
+        self.loss_plot.getPlotItem().setLogMode(x=False, y=on)
+        self.refresh(force=True)
+
     def _adapt(self, cost: float) -> None:
         """Redraw less often when drawing is expensive: plots use at most ~1/5 of the GUI thread."""
-        self.last_cost = cost
         interval = int(min(MAX_INTERVAL_MS, max(self._min_interval, 5000 * cost)))
         if abs(interval - self.timer.interval()) > 5:
             self.timer.setInterval(interval)

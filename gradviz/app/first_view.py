@@ -1,0 +1,42 @@
+"""Which grouping a graph opens with: the whole graph in the window, legible.
+
+The automatic grouping (about 200 boxes, ``grouping.auto_depth``) is shown when its
+layout fits the window at a scale where box labels can be read (``LEGIBLE_SCALE``).
+Otherwise coarser groupings are tried, down to the collapsed overview (one box per
+top-level module), which is shown fitted whatever its size. So a graph always opens
+whole and fitted — never on a corner of a tower — and the user expands from there.
+No Qt here: the layout is ``session.layout_view`` (run in the trace job's thread).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import networkx as nx
+
+LEGIBLE_SCALE = 0.6      # 12 px labels drawn at >= 7 px: readable
+FIT_PAD = 24.0           # what GraphView.fit adds around the graph (12 px each side)
+
+
+def fit_scale(layout: Any, size: tuple[float, float]) -> float:
+    """The scale ``GraphView.fit`` will show ``layout`` at in a ``size`` (w, h) viewport."""
+    w, h = size
+    return min(w / (layout.width + FIT_PAD), h / (layout.height + FIT_PAD))
+
+
+def choose_grouping(graph: nx.DiGraph, size: tuple[float, float] | None, max_boxes: int,
+                    lay_out: Callable[[nx.DiGraph], Any], check: Callable[[], None] = lambda: None,
+                    ) -> tuple[set[str], nx.DiGraph, Any]:
+    """(expanded modules, view, layout) of the first view. ``size``: the viewport the graph
+    will be fitted to (None: unknown, the automatic grouping is used); ``check`` raises when
+    the job was cancelled between two tries."""
+    from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+
+    depth = auto_depth(graph, max_boxes)
+    while True:
+        expanded = expanded_to_depth(graph, depth)
+        view = collapse(graph, expanded=expanded)
+        layout = lay_out(view)
+        if size is None or depth <= 1 or fit_scale(layout, size) >= LEGIBLE_SCALE:
+            return expanded, view, layout
+        check()
+        depth -= 1

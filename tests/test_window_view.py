@@ -1,0 +1,118 @@
+"""#12 items 4, 5, 6: canvas keys, re-grouping that keeps the user's place, first views,
+Fit, and the overview map of a tall graph (pytest-qt, keys and clicks through qtbot)."""
+from __future__ import annotations
+
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QAction, QShortcut
+
+from test_app_support import MLP, TRANSFORMER, change_view, open_and_wait
+
+
+def _whole_graph_in_view(win) -> bool:
+    return win.view.visible_scene_rect().contains(win.scene.graph_rect().adjusted(10, 10, -10, -10))
+
+
+def test_canvas_keys_have_one_owner_and_work(qtbot, window, qtlog):
+    open_and_wait(qtbot, window, MLP)
+    owners: dict[str, int] = {}
+    for obj in window.findChildren(QAction) + window.findChildren(QShortcut):
+        keys = obj.shortcuts() if isinstance(obj, QAction) else [obj.key()]
+        for k in keys:
+            if not k.isEmpty():
+                owners[k.toString()] = owners.get(k.toString(), 0) + 1
+    assert {k: n for k, n in owners.items() if n > 1} == {}
+    view = window.view
+    qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=QPoint(8, 8))     # click the canvas first
+    assert view.hasFocus() or view.viewport().hasFocus()
+    start = view.scale_factor()
+    qtbot.keyClick(view, Qt.Key_Plus)
+    assert view.scale_factor() > start * 1.2
+    qtbot.keyClick(view, Qt.Key_Minus)
+    qtbot.keyClick(view, Qt.Key_Minus)
+    assert view.scale_factor() < start
+    qtbot.keyClick(view, Qt.Key_1)
+    assert abs(view.scale_factor() - 1.0) < 1e-6
+    qtbot.keyClick(view, Qt.Key_Plus)
+    qtbot.keyClick(view, Qt.Key_0, Qt.ControlModifier)
+    assert abs(view.scale_factor() - 1.0) < 1e-6
+    qtbot.keyClick(view, Qt.Key_F)
+    assert _whole_graph_in_view(window) and view.fitted
+    qtbot.keyClick(view, Qt.Key_Down)                  # nothing selected: the arrows start at the loss
+    assert window.selected == "loss"
+    qtbot.keyClick(view, Qt.Key_Up)                    # Up: to what produced it
+    assert window.selected in set(window.document.view.predecessors("loss"))
+    # a text field keeps its typed characters: F in the search field types an "f"
+    window.acts.find.trigger()
+    qtbot.keyClick(window.search.edit, Qt.Key_F)
+    assert window.search.edit.text() == "f"
+    assert not [r for r in qtlog.records if "Ambiguous shortcut" in r.message]
+
+
+def test_collapse_all_redraws_and_clicks_select(qtbot, window):
+    open_and_wait(qtbot, window, TRANSFORMER)
+    doc = window.document
+    change_view(qtbot, window, window.expand_all)
+    change_view(qtbot, window, window.collapse_all)
+    assert len(window.scene.ids) == doc.view.number_of_nodes() == len(doc.layout.pos)
+    assert "12 shown" in window.status.size_label.text() or doc.view.number_of_nodes() == 12
+    # the canvas shows the new boxes and a click on one selects it, without pressing Fit first
+    gid = "group:blocks"
+    item = window.scene.node_item(gid)
+    pos = window.view.mapFromScene(item.sceneBoundingRect().center())
+    assert window.view.viewport().rect().contains(pos)
+    with qtbot.waitSignal(window.nodeSelected, timeout=5000) as sel:
+        qtbot.mouseClick(window.view.viewport(), Qt.LeftButton, pos=pos)
+    assert sel.args == [gid]
+
+
+def test_expand_all_keeps_the_selected_node_in_place(qtbot, window):
+    open_and_wait(qtbot, window, TRANSFORMER)
+    window.select_nodes(["group:lm_head"], center=True)
+    view = window.view
+    rect = window.scene.node_item("group:lm_head").sceneBoundingRect()
+    before = view.mapFromScene(rect.center())
+    change_view(qtbot, window, window.expand_all)
+    # lm_head opened: its members sit where its box was, on screen (no jump to an empty corner)
+    members = [n for n, a in window.document.view.nodes(data=True) if a.get("module") == "lm_head"]
+    assert members
+    box = window.selection.nodes_rect(members)
+    after = view.mapFromScene(box.center())
+    assert (after - before).manhattanLength() < 40
+    assert view.viewport().rect().contains(after)
+
+
+def test_first_views_open_whole_and_fit_always_fits(qtbot, window):
+    open_and_wait(qtbot, window, MLP)
+    doc = window.document
+    assert doc.view.number_of_nodes() == doc.graph.number_of_nodes()    # small: every op, legible
+    assert window.view.scale_factor() >= 0.6 and _whole_graph_in_view(window)
+    open_and_wait(qtbot, window, TRANSFORMER)
+    doc = window.document
+    # too big to read whole: the collapsed overview, fitted (not its last ten nodes)
+    assert doc.expanded == set() and _whole_graph_in_view(window)
+    change_view(qtbot, window, window.expand_all)
+    window.view.zoom_in()
+    window.view.fit()
+    assert _whole_graph_in_view(window)                                 # Fit always fits, even a tower
+    # Default grouping goes back to the first view, fitted
+    change_view(qtbot, window, window.reset_grouping)
+    qtbot.waitUntil(lambda: _whole_graph_in_view(window), timeout=5000)
+    assert doc.expanded == set()
+
+
+def test_the_overview_map_of_a_tall_graph_is_usable(qtbot, window):
+    open_and_wait(qtbot, window, TRANSFORMER)
+    change_view(qtbot, window, window.expand_all)
+    window.view.actual_size()
+    window.minimap.render_scene()
+    window.minimap.refresh()
+    mm = window.minimap
+    assert mm.isVisible() and mm.tall
+    assert mm.width() >= 100 and mm.height() >= 200                     # not a thin strip
+    # the map follows the view; a click on it moves the view there
+    middle = window.view.mapToScene(window.view.viewport().rect().center())
+    qtbot.mouseClick(mm, Qt.LeftButton, pos=QPoint(mm.width() // 2, mm.height() - 10))
+    moved = window.view.mapToScene(window.view.viewport().rect().center())
+    assert moved.y() > middle.y() + 100
+    rect = mm._to_map(window.view.visible_scene_rect())
+    assert mm.rect().intersects(rect.toRect())                           # the visible area is drawn on the map
