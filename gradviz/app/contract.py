@@ -36,6 +36,7 @@ class PanelHost(Protocol):
     """What every panel gets: the document, its signals, a place for docks, actions and jobs."""
 
     documentChanged: SignalInstance   # (Document) a new document replaced the old one as a whole
+    documentEdited: SignalInstance    # (Document, what, info) the current document changed (see document.py)
     graphChanged: SignalInstance      # (nx.DiGraph) the current document's full graph is known
     graphShown: SignalInstance        # () a (new or re-grouped) view of it is on screen
     nodeSelected: SignalInstance      # (str) the view node in focus, '' when none

@@ -43,6 +43,7 @@ class TraceResult:
     view: nx.DiGraph
     layout: Any
     timings: dict[str, float] = field(default_factory=dict)
+    findings: dict | None = None     # the check report, when the trace met NaN/inf (see app/explain.py)
 
 
 @dataclass
@@ -145,6 +146,8 @@ class Document:
         """A finished trace: the full graph and its first view, shown fitted."""
         self.set_graph(result.graph, result.timings)
         self.set_view(ViewResult(result.expanded, result.view, result.layout), fit=True)
+        if result.findings is not None:
+            self.set_findings(result.findings)
 
     def set_view(self, result: ViewResult, fit: bool = False) -> None:
         self.status = "ready"

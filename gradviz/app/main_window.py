@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 class MainWindow(QMainWindow):
     documentChanged = Signal(object)  # the new current Document (panels drop what they showed)
+    documentEdited = Signal(object, str, dict)  # the current Document changed: what, details
     graphChanged = Signal(object)     # the current document's full graph (nx.DiGraph) is known
     graphShown = Signal()             # a (new or re-grouped) view of it is on screen
     nodeSelected = Signal(str)        # view node id in focus, '' when nothing is selected
@@ -136,6 +137,7 @@ class MainWindow(QMainWindow):
     def _connect(self) -> None:
         acts, s = self.acts, self.session
         s.documentChanged.connect(self.documentChanged)
+        s.documentEdited.connect(self.documentEdited)
         s.busyChanged.connect(self.busyChanged)
         self.search.hitChosen.connect(self.reveal)
         self.search.closed.connect(self.view.setFocus)

@@ -16,6 +16,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal
 
 from gradviz.app.document import Document, TraceResult, ViewResult
+from gradviz.app.explain import DiagnosedError, explain_nonfinite_trace, explain_open_error
 from gradviz.app.first_view import choose_grouping
 from gradviz.app.jobs import JobContext, Jobs
 
@@ -89,7 +90,7 @@ class Session(QObject):
         # a reload keeps the user's grouping where the modules are still there
         hint = set(old.expanded) if old.path == path and old.graph is not None else None
         self.jobs.submit("trace", trace_job(path, fit, hint, self.meta), document=doc,
-                         on_done=doc.set_trace, on_failed=doc.fail)
+                         on_done=doc.set_trace, on_failed=lambda exc, tb: _failed(doc, exc, tb))
         self._lane_phase("trace", "loading script")
         return doc
 
@@ -135,6 +136,13 @@ class Session(QObject):
         return self.jobs.stop(wait_ms)
 
 
+def _failed(doc: Document, exc: BaseException, details: str) -> None:
+    """A failed open: the check report that explained it (if any) goes with the failure."""
+    if isinstance(exc, DiagnosedError):
+        doc.set_findings(exc.report)
+    doc.fail(exc, details)
+
+
 # -- the jobs (run on the trace / layout lanes) ---------------------------------------
 
 def trace_job(path: Path, fit: tuple[float, float] | None = None, expanded: set[str] | None = None,
@@ -146,7 +154,7 @@ def trace_job(path: Path, fit: tuple[float, float] | None = None, expanded: set[
     (``app/details_fetcher.py``). ``meta``: see ``Session.meta``.
     """
     def job(ctx: JobContext) -> TraceResult:
-        from gradviz.core.script import load_script
+        from gradviz.core.script import ScriptError, load_script
         from gradviz.core.trace import trace
 
         timings: dict[str, float] = {}
@@ -157,12 +165,24 @@ def trace_job(path: Path, fit: tuple[float, float] | None = None, expanded: set[
         timings["load"] = t1 - t0
         script, model, use_meta, reason = choose_meta(ctx, script, meta)
         ctx.phase("forward + backward" if not use_meta else "forward + backward on the meta device")
-        graph = trace(script, model, meta=use_meta, details="norms")
+        try:
+            graph = trace(script, model, meta=use_meta, details="norms")
+        except ScriptError as exc:
+            # explained as `gradviz check` explains it (the in-place call, not torch's loss_fn line)
+            ctx.phase("diagnosing the error")
+            explained = explain_open_error(str(path), exc, ctx.token)
+            if explained is exc:
+                raise
+            raise explained from exc
         if reason:
             graph.graph["meta_reason"] = reason
         del script, model
         timings["trace"] = time.perf_counter() - t1
-        return group_and_layout(ctx, path, graph, fit, timings, expanded)
+        ctx.phase("checking the gradients")
+        findings = explain_nonfinite_trace(str(path), graph, ctx.token)
+        result = group_and_layout(ctx, path, graph, fit, timings, expanded)
+        result.findings = findings
+        return result
 
     return job
 

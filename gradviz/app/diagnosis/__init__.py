@@ -42,6 +42,14 @@ def install(host: PanelHost) -> dict:
         grad_dock.raise_()
 
     gc_action.triggered.connect(show_gradcheck)
+    def findings_arrived(doc, what: str, _info: dict) -> None:
+        # what opening found (a NaN/inf loss explained): shown without being asked for
+        if what == "findings" and doc.status == "ready" and doc.findings and doc.findings.get("findings"):
+            if diag.job is None or not diag.job.active:
+                diag_dock.show()
+                diag_dock.raise_()
+
+    host.documentEdited.connect(findings_arrived)
     host.add_action("Diagnose", health, toolbar=True)
     host.add_action("Diagnose", gc_action)
     return {"diagnosis": diag, "gradcheck": grad, "health_action": health, "gradcheck_action": gc_action,

@@ -84,6 +84,7 @@ class DiagnosisPanel(QWidget):
         lay.addLayout(top)
         lay.addWidget(self.browser, 1)
         host.documentChanged.connect(self.show_document)
+        host.documentEdited.connect(self._edited)
 
     # -- documents ------------------------------------------------------------------
     def show_document(self, doc: Document) -> None:
@@ -93,6 +94,13 @@ class DiagnosisPanel(QWidget):
         self.run_button.setEnabled(True)
         self.cancel_button.setEnabled(False)
         self.set_report(doc.findings)
+
+    def _edited(self, doc: Document, what: str, _info: dict) -> None:
+        """A report set on the document by someone else (opening met NaN/inf or an error)."""
+        if what == "findings" and doc.findings is not self.report:
+            self.doc = doc
+            self.set_report(doc.findings)
+            self.mark_all()
 
     # -- running -------------------------------------------------------------------
     def run_check(self, steps: int = 0) -> Job | None:
@@ -127,8 +135,8 @@ class DiagnosisPanel(QWidget):
         self.host.show_error(exc, details=details, title="The health check failed")
 
     def _done(self, doc: Document, report: dict) -> None:
-        doc.set_findings(report)
         self.set_report(report)
+        doc.set_findings(report)
         self.mark_all()
         self.checkFinished.emit(report)
 

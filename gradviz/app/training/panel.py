@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog
                                QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from gradviz.app.contract import TrainingHost
-from gradviz.app.diagnosis.explain import explain_nonfinite
+from gradviz.app.explain import explain_nonfinite
 from gradviz.app.document import Document
 from gradviz.app.training.history import History
 from gradviz.app.training.plots import TrainingPlots
