@@ -18,6 +18,15 @@ STAT_ROWS = (("norm", "norm"), ("mean", "mean"), ("std", "std"), ("min", "min"),
              ("zero_frac", "zeros"), ("nan", "NaN"), ("inf", "Inf"), ("numel", "elements"))
 
 
+BREAK_AFTER = ",([{=+-*/.:"     # a long source line may wrap after these (a zero-width space is put there)
+
+
+def wrappable(code: str) -> str:
+    """A source line that word-wraps inside a narrow panel instead of being cut: break
+    opportunities after punctuation, where Python code has no spaces."""
+    return "".join(ch + "\u200b" if ch in BREAK_AFTER else ch for ch in code)
+
+
 class _Section(QGroupBox):
     """A titled form whose rows are replaced wholesale."""
 
@@ -56,7 +65,6 @@ class InspectorPanel(QScrollArea):
         self.setObjectName("inspector")
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.NoFrame)
-        mono = QFontDatabase.systemFont(QFontDatabase.FixedFont)
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(8, 8, 8, 8)
@@ -72,11 +80,7 @@ class InspectorPanel(QScrollArea):
         self.subtitle.setStyleSheet("color: palette(placeholder-text);")
         self.identity = _Section("Node")
         self.source = LocationLabel()
-        self.code = QLabel()
-        self.code.setFont(mono)
-        self.code.setWordWrap(True)
-        self.code.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.code.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.code = self._code_label()
         self.gradient = _Section("Gradient")
         self.histogram = Histogram()
         self.gradient.box.addWidget(self.histogram)
@@ -88,6 +92,7 @@ class InspectorPanel(QScrollArea):
         self.saved.setEditTriggers(QAbstractItemView.NoEditTriggers)
         self.saved.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
         self.saved.horizontalHeader().setStretchLastSection(True)
+        self.saved.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         QVBoxLayout(self.saved_box).addWidget(self.saved)
         for w in (self.title, self.subtitle, self.identity, self.gradient, self.values, self.saved_box):
             lay.addWidget(w)
@@ -138,7 +143,8 @@ class InspectorPanel(QScrollArea):
             self.source.set_location(attrs["location"])
             idf.add("source", self.source)
             if attrs.get("code"):
-                self.code.setText(attrs["code"].strip())
+                self.code.setText(wrappable(attrs["code"].strip()))
+                self.code.setToolTip(attrs["code"].strip())
                 self.code.setTextFormat(Qt.PlainText)
                 idf.add("", self.code)
         if attrs.get("call"):
@@ -287,5 +293,8 @@ class InspectorPanel(QScrollArea):
                 cells = [entry.get("name", ""), shape(entry.get("shape")), entry.get("dtype", "")]
             for col, text in enumerate(cells):
                 self.saved.setItem(row, col, QTableWidgetItem(text))
-        self.saved.setFixedHeight(min(24 + 24 * len(saved), 240))
+        # every row shown: the inspector scrolls as a whole, the table never inside it
+        self.saved.resizeRowsToContents()
+        rows = sum(self.saved.rowHeight(r) for r in range(len(saved)))
+        self.saved.setFixedHeight(self.saved.horizontalHeader().height() + rows + 2 * self.saved.frameWidth())
         self.saved_box.setVisible(bool(saved))

@@ -51,9 +51,7 @@ class OutlinePanel(QWidget):
         header.setStretchLastSection(False)
         header.setSectionResizeMode(0, QHeaderView.Stretch)
         header.setMinimumSectionSize(40)
-        header.setSectionResizeMode(1, QHeaderView.Interactive)
-        header.resizeSection(1, 84)
-        for c in range(2, len(COLUMNS)):
+        for c in range(1, len(COLUMNS)):    # type names whole ("BatchNorm2d", not "BatchNor…")
             header.setSectionResizeMode(c, QHeaderView.ResizeToContents)
         self.tree.clicked.connect(self._clicked)
         lay = QVBoxLayout(self)

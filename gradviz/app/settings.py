@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 HEADLESS_PLATFORMS = ("offscreen", "minimal", "vnc")
 MIN_WIDTH, MIN_HEIGHT = 720, 480          # a saved window smaller than this is not the user's
-MIN_VISIBLE = 0.5                         # ...nor one with less than half of it on a screen
+MIN_VISIBLE = 0.5                         # ...nor one mostly off every screen (see usable_geometry)
 MIN_GRAPH_FRACTION = 0.35                 # the graph keeps at least this much of the width
 
 
@@ -39,12 +39,14 @@ def window_settings() -> QSettings:
 
 
 def usable_geometry(rect: QRect) -> bool:
-    """Whether a restored window frame is one a person left: big enough, mostly on a screen."""
+    """Whether a restored window frame is one a person left: big enough, and covering at least
+    half of itself or half of a screen (a window larger than its screen still counts)."""
     if rect.width() < MIN_WIDTH or rect.height() < MIN_HEIGHT:
         return False
     area = rect.width() * rect.height()
     for screen in QGuiApplication.screens():
-        visible = screen.availableGeometry().intersected(rect)
-        if visible.width() * visible.height() >= MIN_VISIBLE * area:
+        avail = screen.availableGeometry()
+        visible = avail.intersected(rect)
+        if visible.width() * visible.height() >= MIN_VISIBLE * min(area, avail.width() * avail.height()):
             return True
     return False

@@ -1,0 +1,53 @@
+"""#12 item 11, the smaller things: whole type names in the module tree, source lines that
+wrap in the inspector instead of being cut, no scroll bar inside the inspector's scroll
+area, Run menu actions enabled only when they can act."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from test_app_support import MLP, SAMPLES, WAIT_MS, open_and_wait
+
+
+def test_module_types_are_shown_whole(qtbot, window):
+    open_and_wait(qtbot, window, SAMPLES / "cnn.py")
+    tree = window.outline.tree
+    widest = max(tree.fontMetrics().horizontalAdvance(a["type"]) for a in window.document.modules.values())
+    assert tree.header().sectionSize(1) >= widest
+    assert any(a["type"] == "BatchNorm2d" for a in window.document.modules.values())
+
+
+def test_the_inspector_wraps_source_and_has_one_scroll_bar(qtbot, window):
+    open_and_wait(qtbot, window, MLP)
+    doc = window.document
+    nid, attrs = max(((n, a) for n, a in doc.view.nodes(data=True) if a.get("code")),
+                     key=lambda na: len(na[1]["code"]))
+    window.select_nodes([nid])
+    insp = window.inspector
+    code = insp.code
+    assert code.text().replace("\u200b", "") == attrs["code"].strip()       # every character, none cut
+    assert code.wordWrap() and code.minimumSizeHint().width() < insp.viewport().width()
+    assert insp.saved.verticalScrollBarPolicy() == Qt.ScrollBarAlwaysOff
+    rows = insp.saved.rowCount()
+    if rows:
+        needed = sum(insp.saved.rowHeight(r) for r in range(rows)) + insp.saved.horizontalHeader().height()
+        assert insp.saved.height() >= needed
+
+
+def test_run_actions_are_enabled_only_when_they_can_act(qtbot, window):
+    from gradviz.app.training import install
+
+    panel = install(window)
+    open_and_wait(qtbot, window, MLP)
+    acts = panel.actions
+    assert acts["start"].isEnabled() and acts["step"].isEnabled()
+    assert not acts["pause"].isEnabled() and not acts["resume"].isEnabled() and not acts["stop"].isEnabled()
+    panel.start()
+    qtbot.waitUntil(lambda: panel.state == "running", timeout=WAIT_MS)
+    assert acts["pause"].isEnabled() and acts["stop"].isEnabled() and not acts["start"].isEnabled()
+    panel.pause()
+    qtbot.waitUntil(lambda: panel.state == "paused", timeout=WAIT_MS)
+    assert acts["resume"].isEnabled() and not acts["pause"].isEnabled()
+    panel.stop()
+    qtbot.waitUntil(lambda: panel.state == "stopped", timeout=WAIT_MS)
+    assert not acts["pause"].isEnabled() and not acts["stop"].isEnabled() and acts["start"].isEnabled()
+    panel.shutdown()
