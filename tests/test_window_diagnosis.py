@@ -91,3 +91,24 @@ def test_a_nan_loss_while_training_is_explained(qtbot, full, tmp_path):
     text = win.errors.text()
     line = next(i for i, t in enumerate(bad.read_text().splitlines(), 1) if "float('nan')" in t)
     assert "step 0" in text and f"nan_mlp.py:{line}" in text     # the op and line where NaN was born
+
+
+def test_library_locations_are_shown_beside_the_users_line(qtbot, window):
+    """A finding and a node inside a library model name the library frame too (#13)."""
+    from gradviz.app.diagnosis import install
+
+    parts = install(window)
+    open_and_wait(qtbot, window, MLP)
+    doc = window.document
+    lib = "/site-packages/transformers/models/resnet/modeling_resnet.py:88"
+    report = {"script": str(MLP), "seconds": 0.1, "findings": [
+        {"code": "unreachable", "severity": "error", "message": "`fc1.weight` gets no gradient.",
+         "params": [], "modules": [], "nodes": [], "location": f"{MLP}:30", "edges": [],
+         "data": {"library_location": lib}}]}
+    doc.set_findings(report)
+    text = parts["diagnosis"].browser.toPlainText()
+    assert "mlp_digits.py:30" in text and lib in text
+    nid = next(n for n, a in doc.view.nodes(data=True) if a.get("location"))
+    doc.view.nodes[nid]["library_location"] = lib
+    window.select_nodes([nid])
+    assert window.inspector.field("library") == lib

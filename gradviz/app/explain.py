@@ -43,16 +43,20 @@ class DiagnosedError(ScriptError):
         self.report = report
 
 
-def explain_open_error(path: str, error: BaseException, cancel=None) -> BaseException:
-    """What the window shows when a script fails to open: the checklist's first error when it
-    says more than a plain script error (in-place, NaN, shapes...), else ``error`` itself."""
-    from gradviz.core.diagnosis.checklist import check_report
+def explain_open_error(path: str, error: BaseException, cancel=None) -> DiagnosedError:
+    """What the window shows when a script fails to open: the finding ``gradviz check`` gives.
+    The checklist runs (one probe) because only a probe names what torch's error does not: the
+    in-place call that overwrote a saved tensor, the op where a NaN was born. When it finds
+    nothing more than the error itself, ``finding_from_exception`` words it as check does."""
+    from gradviz.core.diagnosis import check_report, finding_from_exception
 
     report = check_report(path, gradcheck=False, cancel=cancel).to_dict()
     errors = [f for f in report["findings"] if f["severity"] == "error" and f["code"] != "script-error"]
-    if not errors:
-        return error
-    return DiagnosedError(errors[0], report, error)
+    if errors:
+        return DiagnosedError(errors[0], report, error)
+    code = getattr(error, "code", "")
+    stage = code.split("-")[0] if code in ("forward-error", "backward-error") else "forward"
+    return DiagnosedError(finding_from_exception(error, stage).to_dict(), report, error)
 
 
 def explain_nonfinite_trace(path: str, graph: Any, cancel=None) -> dict | None:

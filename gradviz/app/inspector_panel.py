@@ -147,6 +147,12 @@ class InspectorPanel(QScrollArea):
                 self.code.setToolTip(attrs["code"].strip())
                 self.code.setTextFormat(Qt.PlainText)
                 idf.add("", self.code)
+        if attrs.get("library_location"):   # the innermost library frame, beside the user's line
+            library = LocationLabel()
+            library.set_location(attrs["library_location"])
+            library.setToolTip(attrs["library_location"])
+            idf.add("in library", library)
+            idf.values["library"] = attrs["library_location"]
         if attrs.get("call"):
             idf.add("call", attrs["call"])
         outputs = attrs.get("outputs") or []

@@ -181,6 +181,10 @@ class Jobs(QObject):
             thread = QThread()
             thread.setObjectName(f"gradviz-{lane}")
             worker = _LaneWorker(self._delivered.emit)
+            # both held here until the thread's event loop ended: a QThread destroyed while it runs
+            # aborts the process (as when a window is collected without having been shut down)
+            _THREADS[thread] = worker
+            thread.finished.connect(lambda t=thread: _THREADS.pop(t, None))
             worker.moveToThread(thread)
             submitter = _Submitter()
             submitter.send.connect(worker.run)          # queued: the worker lives on the thread
@@ -240,6 +244,7 @@ class _Submitter(QObject):
 
 
 _LIVE: "weakref.WeakSet[Jobs]" = weakref.WeakSet()
+_THREADS: dict[QThread, QObject] = {}   # every lane thread whose event loop has not ended, with its worker
 
 
 @atexit.register
@@ -250,3 +255,6 @@ def _stop_all() -> None:
             jobs.stop(5000)
         except RuntimeError:
             log.debug("job lanes already deleted at exit", exc_info=True)
+    for thread in list(_THREADS):      # lanes of Jobs objects collected without stop()
+        thread.quit()
+        thread.wait(5000)

@@ -170,10 +170,7 @@ def trace_job(path: Path, fit: tuple[float, float] | None = None, expanded: set[
         except ScriptError as exc:
             # explained as `gradviz check` explains it (the in-place call, not torch's loss_fn line)
             ctx.phase("diagnosing the error")
-            explained = explain_open_error(str(path), exc, ctx.token)
-            if explained is exc:
-                raise
-            raise explained from exc
+            raise explain_open_error(str(path), exc, ctx.token) from exc
         if reason:
             graph.graph["meta_reason"] = reason
         del script, model

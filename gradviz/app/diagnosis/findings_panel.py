@@ -31,6 +31,9 @@ def finding_html(i: int, f: dict) -> str:
     where = ""
     if f.get("location"):
         where = f' &nbsp;<a href="loc:{i}">{html.escape(short_location(f["location"]))}</a>'
+    library = (f.get("data") or {}).get("library_location")
+    if library:   # the innermost library frame (e.g. transformers' modeling file), beside the user's line
+        where += f' &nbsp;<span style="color:gray;">in {html.escape(library)}</span>'
     extra = []
     if f.get("params"):
         extra.append("parameters: " + ", ".join(html.escape(p) for p in f["params"][:12])
