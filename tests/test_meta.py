@@ -146,6 +146,8 @@ def test_meta_trace_allocates_no_weights():
     """A model with 4 GB of weights traced on meta stays far below that (fresh process)."""
     code = (
         "import resource, torch, gradviz\n"
+        "import gradviz.core.trace\n"
+        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024\n"
         "from torch import nn\n"
         "import sys, types\n"
         "m = types.ModuleType('big')\n"
@@ -155,8 +157,8 @@ def test_meta_trace_allocates_no_weights():
         "from gradviz.core.script import ModelScript\n"
         "from pathlib import Path\n"
         "g = gradviz.trace(ModelScript(Path('big.py'), m), meta=True)\n"
-        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, g.graph['memory']['params'])\n")
+        "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 - base, g.graph['memory']['params'])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    peak_mb, params = int(out[0]), int(out[1])
+    grown_mb, params = int(out[0]), int(out[1])
     assert params == 16 * (8192 * 8192 + 8192) * 4
-    assert peak_mb < 1000
+    assert grown_mb < 500      # over what importing torch and gradviz costs (torch 2.14's CUDA build: 0.5 GB)

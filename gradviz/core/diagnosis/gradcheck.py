@@ -34,6 +34,7 @@ from gradviz.core.devices import model_device, to_device
 from gradviz.core.diagnosis.customs import CustomCallRecorder, custom_name, is_user_function
 from gradviz.core.diagnosis.numeric import (ATOL, EPS, RTOL, SAMPLES, Cancelled, ParamCheck, _element_indices,
                                             check_custom_call, check_elements)
+from gradviz.core.sampled_grads import sampled_gradients
 from gradviz.core.script import ModelScript, ScriptError, check_loss, load_script
 from gradviz.core.walk import walk
 
@@ -129,10 +130,11 @@ def _freeze_power_iteration(model: nn.Module) -> list[str]:
 def prepare_copy(script: ModelScript, model: nn.Module | None = None, *, seed: int = 0, step: int = 0,
                  dtype: torch.dtype = torch.float64) -> tuple[nn.Module, tuple, Any, list[str]]:
     """A deep copy of the model in ``dtype`` with dropout off, and the batch in ``dtype``."""
-    if model is None:
+    if model is None:   # built here: converted in place, no second copy in memory
         torch.manual_seed(seed)
-        model = script.new_model()
-    copy_ = copy.deepcopy(model)
+        copy_ = script.new_model()
+    else:
+        copy_ = copy.deepcopy(model)
     copy_.to(dtype)
     notes = []
     dropped = [n or type(copy_).__name__ for n, m in copy_.named_modules() if isinstance(m, DROPOUT_TYPES)]
@@ -207,17 +209,6 @@ def _set_precision(report: GradcheckReport, loss: torch.Tensor, lowest: torch.dt
                         f"rtol={report.rtol:g}), and a mismatch is not conclusive")
 
 
-def _analytic(loss: torch.Tensor, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The gradients by ``backward()`` on the copy (reentrant checkpointing refuses autograd.grad)."""
-    for t in tensors:
-        t.grad = None
-    loss.backward()
-    grads = [t.grad for t in tensors]
-    # element-wise comparison: a sparse gradient (an embedding's) as the dense tensor it stands for
-    return [torch.zeros_like(t) if g is None else (g if g.layout == torch.strided else g.to_dense())
-            for t, g in zip(tensors, grads)]
-
-
 def gradcheck_script(source: Any, *, params: Sequence[str] | None = None, samples: int | None = SAMPLES,
                      eps: float = EPS, atol: float = ATOL, rtol: float = RTOL, seed: int = 0, step: int = 0,
                      model: nn.Module | None = None, functions: bool = True,
@@ -250,13 +241,16 @@ def gradcheck_script(source: Any, *, params: Sequence[str] | None = None, sample
     _set_precision(report, loss, first.lowest)
     report.functions_on_path = _user_functions_on_path(loss)
     tensors = [named[n] for n in names]
-    grads = _analytic(loss, tensors)
     if budget_s is not None and names:
         per_param = budget_s / (2.2 * t_forward * len(names))
         samples = int(max(2, min(samples or 64, per_param)))
         report.notes.append(f"{samples} sampled elements per parameter (time budget {budget_s:g} s)")
-    gen = torch.Generator().manual_seed(seed)
-    plan = [(n, t, g, _element_indices(t.numel(), samples, g, gen)) for n, t, g in zip(names, tensors, grads)]
+    # one backward keeping only the sampled elements of each gradient (core/sampled_grads.py: the
+    # float64 gradients of a big model would cost twice its size); a generator per parameter, so
+    # the picks do not depend on the order backward reaches the parameters in
+    picks = sampled_gradients(loss, tensors, lambda k, g: _element_indices(
+        tensors[k].numel(), samples, g, torch.Generator().manual_seed(seed * 1_000_003 + k))) if tensors else []
+    plan = [(n, t, g, list(g)) for n, t, g in zip(names, tensors, picks)]
     try:
         _run_plan(plan, ev, report, budget_s, progress, cancel)
         if functions:

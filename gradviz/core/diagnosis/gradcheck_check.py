@@ -30,8 +30,18 @@ def _function_checks(ctx: Context) -> list[ParamCheck]:
     return funcs
 
 
+def _drop_gradients(probe) -> None:
+    """Free the probe's gradients (as much memory as the model) before the check copies the model
+    in float64: every check reading them runs before this one (``registry.CHECKS``)."""
+    probe.grads = {}
+    if probe.model is not None:
+        for p in probe.model.parameters():
+            p.grad = None
+
+
 def gradcheck_findings(ctx: Context) -> list[Finding]:
     probe, opts = ctx.probe, ctx.options
+    _drop_gradients(probe)
     names = [n for n, p in probe.model.named_parameters() if p.requires_grad and n in probe.reached]
     report = gradcheck_script(ctx.script, params=names, samples=16, budget_s=opts.gradcheck_budget, seed=opts.seed,
                               cancel=opts.cancel, functions=False)

@@ -100,7 +100,8 @@ def check_elements(f: Callable[[], float], tensor: torch.Tensor, analytic: torch
                    on_element: Callable[[], None] | None = None) -> None:
     """Perturb ``tensor`` (a leaf, in place, restored) at ``indices`` and compare ``f``'s central
     differences with ``analytic``; raises Cancelled between elements when asked."""
-    flat_a = analytic.detach().reshape(-1)
+    # a dict {flat index: value} when only the sampled elements were kept (core/sampled_grads.py)
+    flat_a = analytic if isinstance(analytic, dict) else analytic.detach().reshape(-1)
     with torch.no_grad():
         view = tensor.data.view(-1) if tensor.is_contiguous() else None
         for i in indices:
