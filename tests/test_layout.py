@@ -110,6 +110,26 @@ def test_long_edges_bend_at_dummy_points_between_layers():
     assert len(xs) == 1
 
 
+def test_a_weight_shared_by_every_step_of_an_unrolled_loop_adds_no_bend_points():
+    """One source feeding each step of a 3,000-layer chain: its edges span up to 3,000 layers.
+    With bend points that alone would be 4.5 million vertices; edges longer than ``max_span``
+    are drawn straight instead."""
+    steps = 1000
+    g = nx.DiGraph()
+    prev = "h0"
+    for t in range(steps):
+        a, b, c = f"mul{t}", f"add{t}", f"tanh{t}"
+        g.add_edges_from([(prev, a), ("weight", a), (a, b), (b, c)])
+        prev = c
+    result = layout(g, LayoutOptions(max_span=16))
+    check_layout(g, result)
+    span = {t: result.layer[f"mul{t}"] - result.layer["weight"] for t in range(steps)}
+    assert result.n_dummies == sum(d - 1 for d in span.values() if d - 1 <= 16)   # only the short ones bend
+    assert all(len(result.edges[("weight", f"mul{t}")]) == 2 for t in range(steps) if span[t] - 1 > 16)
+    short = layout(nx.DiGraph([("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")]), LayoutOptions(max_span=1))
+    assert short.n_dummies == 0 and len(short.edges[("a", "d")]) == 2
+
+
 def test_deterministic_and_independent_of_object_hashes():
     g = synthetic_gpt_graph(3)
     first, second = layout(g), layout(g)

@@ -38,6 +38,7 @@ class LayoutOptions:
     x_passes: int = 12  # neighbour-pull passes of the x assignment
     component_gap: float = 48.0  # horizontal gap between disconnected components
     pull_down_sources: bool = True  # put parameters right above the op that uses them
+    max_span: int = 64  # edges spanning more layers are drawn straight, without bend points
 
 
 @dataclass
@@ -182,11 +183,17 @@ class _Layered:
     low: Array
     chain_start: Array  # per edge: first dummy id (or -1)
     chain_len: Array  # per edge: number of dummies
+    direct: Array  # per edge: too long for bend points, drawn straight
 
 
 def _insert_dummies(n: int, src: Array, dst: Array, layer: Array, comp: Array,
-                    comp_first_slot: Array) -> _Layered:
+                    comp_first_slot: Array, max_span: int) -> _Layered:
     k = np.maximum(layer[dst] - layer[src] - 1, 0)  # dummies per edge
+    # an edge longer than max_span layers (a weight an unrolled RNN uses at each of 2,000 steps)
+    # gets no bend points: it is drawn straight and left out of ordering, or it alone would add
+    # millions of vertices
+    direct = k > max_span
+    k = np.where(direct, 0, k)
     total = int(k.sum())
     chain_start = np.full(len(src), -1, dtype=np.int64)
     offsets = n + np.cumsum(k) - k
@@ -196,15 +203,16 @@ def _insert_dummies(n: int, src: Array, dst: Array, layer: Array, comp: Array,
     d_ids = n + np.arange(total)
     d_layer = layer[src][edge_of] + 1 + j
     # layered edges: short edges, (upper neighbour -> dummy), (last dummy -> target)
-    short = k == 0
+    short = (k == 0) & ~direct
+    chained = k > 0
     d_up = np.where(j == 0, src[edge_of], d_ids - 1)
-    last = chain_start[~short] + k[~short] - 1
+    last = chain_start[chained] + k[chained] - 1
     up = np.concatenate([src[short], d_up, last])
-    low = np.concatenate([dst[short], d_ids, dst[~short]])
+    low = np.concatenate([dst[short], d_ids, dst[chained]])
     v_layer = np.concatenate([layer, d_layer])
     v_comp = np.concatenate([comp, comp[src][edge_of]])
     slot = comp_first_slot[v_comp] + v_layer
-    return _Layered(v_layer, v_comp, slot, up, low, chain_start, k)
+    return _Layered(v_layer, v_comp, slot, up, low, chain_start, k, direct)
 
 
 def _vertex_modules(graph: nx.DiGraph, nodes: list, src: Array, dst: Array, lay: _Layered,
@@ -293,7 +301,7 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
     lp, layer = _assign_layers(n, s2, d2, topo, opts.pull_down_sources)
     comp = _components(n, s2, d2)
     layer, comp_first_slot = _compact_layers(layer, comp)
-    lay = _insert_dummies(n, s2, d2, layer, comp, comp_first_slot)
+    lay = _insert_dummies(n, s2, d2, layer, comp, comp_first_slot, opts.max_span)
     nv = len(lay.slot)
 
     rank = _initial_rank(lay, n, topo, d2)
