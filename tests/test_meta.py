@@ -123,6 +123,12 @@ def test_cli_export_meta_and_the_automatic_switch(tmp_path, monkeypatch, capsys)
     assert main(["export", str(SAMPLES / "transformer.py"), "--meta", "-o", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["graph"]["meta"] is True and "structure only" in capsys.readouterr().out
+    from gradviz.core import fit_guard
+
+    grown = iter([0])    # resident memory: 0 when the build starts, 1 TB at the first big tensor
+    monkeypatch.setattr(fit_guard, "resident_bytes", lambda: next(grown, 2**40))
+    monkeypatch.setattr(fit_guard, "available_bytes", lambda device=None: 2**30)
+    monkeypatch.setattr(fit_guard, "CHECK_BYTES", 1)
     monkeypatch.setattr(gmeta, "available_bytes", lambda device=None: 1000)
     assert main(["export", str(SAMPLES / "transformer.py"), "-o", str(out)]) == 0
     captured = capsys.readouterr()
@@ -130,6 +136,36 @@ def test_cli_export_meta_and_the_automatic_switch(tmp_path, monkeypatch, capsys)
     assert json.loads(out.read_text())["graph"]["meta"] is True
     assert main(["export", str(SAMPLES / "transformer.py"), "--no-meta", "-o", str(out)]) == 0
     assert json.loads(out.read_text())["graph"]["meta"] is False
+
+
+def test_the_memory_guard_stops_a_build_that_outgrows_the_machine(monkeypatch):
+    from gradviz.core import fit_guard
+    from gradviz.core.interrupts import Stopped
+
+    script = load_script(SAMPLES / "transformer.py")
+    torch.manual_seed(0)
+    want = script.new_model()
+    got = fit_guard.build_within_memory(script, seed=0)          # fits: the very model a trace builds
+    assert all(torch.equal(a, b) for a, b in zip(want.parameters(), got.parameters()))
+    rss = fit_guard.resident_bytes()
+    readings = iter([rss, rss + 2**20, rss + 2**31])   # the build's resident memory grows past the budget
+    monkeypatch.setattr(fit_guard, "resident_bytes", lambda: next(readings, rss + 2**32))
+    monkeypatch.setattr(fit_guard, "available_bytes", lambda device=None: 2**30)    # budget: 0.4 GiB
+    monkeypatch.setattr(fit_guard, "CHECK_BYTES", 1)
+    with pytest.raises(fit_guard.TooBig) as info:
+        fit_guard.build_within_memory(script)
+    assert isinstance(info.value, Stopped) and rss > 0
+
+
+def test_a_guarded_model_traces_like_a_fresh_one():
+    from gradviz.core import fit_guard
+
+    path = SAMPLES / "transformer.py"
+    script = load_script(path)
+    model = fit_guard.build_within_memory(script, seed=0)
+    a, b = gradviz.trace(script, model), gradviz.trace(path)
+    assert a.graph["loss"] == b.graph["loss"]
+    assert [x["grad_norm"] for _, x in a.nodes(data=True)] == [x["grad_norm"] for _, x in b.nodes(data=True)]
 
 
 def test_cli_check_meta_runs_the_structural_checks(capsys):

@@ -185,19 +185,20 @@ def trace_job(path: Path, fit: tuple[float, float] | None = None, expanded: set[
 
 
 def choose_meta(ctx: JobContext, script, meta: bool | None):
-    """(script, meta model or None, structure only?, why) for ``Session.meta``: with None the
-    model is measured on the meta device and traced structure-only if it would not fit."""
+    """(script, model built or None, structure only?, why) for ``Session.meta``: with None the
+    model is built under a memory guard and, if it would not fit, traced structure-only."""
     if meta is not None:
         return script, None, meta, ""
+    from gradviz.core.fit_guard import TooBig, build_within_memory
     from gradviz.core.meta import estimate
-    from gradviz.core.script import load_script
 
-    ctx.phase("measuring the model")
-    est = estimate(script)
+    try:
+        return script, build_within_memory(script), False, ""
+    except TooBig:
+        ctx.phase("measuring the model on the meta device")
+        est = estimate(script)
     if est is None:
         return script, None, False, ""
-    if est.fits:   # a fresh module: nothing the meta build cached reaches the real trace
-        return load_script(script.path), None, False, ""
     return script, est.model, True, est.message(script.path.name)
 
 

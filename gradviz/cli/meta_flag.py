@@ -3,7 +3,8 @@
 ``--meta`` traces structure only on the meta device (shapes, modules, source lines,
 memory estimates; no values). Without either flag a model whose weights and gradients
 would not fit in this machine's memory is traced that way automatically, with a note on
-stderr saying so; ``--no-meta`` never switches.
+stderr saying so (a build that outgrows the memory is stopped early: ``core/fit_guard.py``);
+``--no-meta`` never switches.
 """
 from __future__ import annotations
 
@@ -25,23 +26,25 @@ def add_meta_argument(parser: argparse.ArgumentParser) -> None:
 class MetaChoice:
     meta: bool
     script: Any                # the loaded script to trace
-    model: Any = None          # the meta model already built to measure it (reused by the trace)
+    model: Any = None          # the model already built (seeded as a trace builds it; or on meta)
     note: str | None = None    # why gradviz switched, for stderr
 
 
 def choose_meta(args: argparse.Namespace, script, prog: str) -> MetaChoice:
-    """What ``args.meta`` asks for; with no flag, measure the model and switch to a
-    structure-only trace when it would not fit (printing why on stderr)."""
+    """What ``args.meta`` asks for; with no flag, build the model for real under a memory guard
+    (``core/fit_guard.py``) and, if it would not fit, measure it on the meta device and trace its
+    structure instead (printing why on stderr)."""
     if args.meta is not None:
         return MetaChoice(bool(args.meta), script)
+    from gradviz.core.fit_guard import TooBig, build_within_memory
     from gradviz.core.meta import estimate
-    from gradviz.core.script import load_script
 
-    est = estimate(script, getattr(args, "device", None))
-    if est is None:
+    try:
+        return MetaChoice(False, script, build_within_memory(script))
+    except TooBig:
+        est = estimate(script, getattr(args, "device", None))
+    if est is None:   # cannot be measured on meta either: let the real trace say what happens
         return MetaChoice(False, script)
-    if est.fits:   # a fresh module: nothing the meta build cached in the script reaches the real trace
-        return MetaChoice(False, load_script(script.path))
     note = est.message(os.path.basename(str(script.path)))
     print(f"{prog}: {note} (--no-meta to trace with values anyway)", file=sys.stderr)
     return MetaChoice(True, script, est.model, note)

@@ -138,8 +138,9 @@ class Prepared:
 
 def prepare(script: ModelScript, options: TraceOptions, model: nn.Module | None = None) -> Prepared:
     """Seed, build the model (on the meta device with ``options.meta``), fetch the batch,
-    run forward and the loss. ``model``: one already built (e.g. on the meta device)."""
-    if options.seed is not None:
+    run forward and the loss. ``model``: one already built the way this would build it (seeded
+    first: ``core/fit_guard.py``) or on the meta device; the random state is left as it is."""
+    if options.seed is not None and model is None:
         torch.manual_seed(options.seed)
     if options.meta:
         model = model if model is not None else build_meta_model(script)

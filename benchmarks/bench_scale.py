@@ -1,0 +1,244 @@
+"""Whole-process times and peak memory at scale, against torchviz + Graphviz dot in the same run.
+
+    python benchmarks/bench_scale.py                      # everything (long on a busy machine)
+    python benchmarks/bench_scale.py --only gpt --blocks 12 48 100 200
+    python benchmarks/bench_scale.py --only llama big frames
+
+Every number is one fresh process (``os.wait4``: wall seconds, CPU seconds of the process and
+its children, peak RSS of the process and its children), the way a user meets it:
+
+* gpt: ``gradviz export gpt_N.py -o g.svg`` against a script doing what torchviz users do
+  (build the model, forward, ``make_dot`` with the parameters, ``dot -Tsvg``), for GPT stacks
+  of N blocks (``samples/transformer.py``, d_model 64); ratio = torchviz+dot / gradviz, up to
+  the size where dot finishes within ``--dot-limit`` seconds (beyond: skipped, absolute numbers
+  only). Then the window: ``gradviz gpt_N.py --screenshot`` (start, trace, fold, lay out,
+  paint, grab, exit).
+* llama: transformers' LlamaForCausalLM, 70B configuration, structure only on the meta device:
+  export to SVG (folded view and whole graph) and open in the window.
+* big: 100k-node graphs (a 3-layer LSTM unrolled over 2,000 steps; a 1,600-block GPT):
+  export to JSON and SVG, open in the window.
+* frames: pan/zoom frame times of those graphs' scenes (the window's first, folded view and
+  the whole graph), painted into a 1400x900 viewport, in a child process.
+Targets (issue #16): GPT-100 export >= 6x faster than torchviz+dot; GPT-200 opens in <= 2.5 s;
+Llama 70B opens and exports in <= 8 s, <= 1.5 GB; 100k nodes <= 3 GB, frames <= 50 ms.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "samples"
+sys.path.insert(0, str(ROOT))
+
+GPT = """\
+import sys
+sys.path.insert(0, {samples!r})
+from transformer import make_gpt, batch, loss_fn
+
+def model():
+    return make_gpt({blocks}, {d_model})
+"""
+
+TORCHVIZ = """\
+import subprocess, sys, importlib.util
+import torch
+from torchviz import make_dot
+spec = importlib.util.spec_from_file_location("m", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+torch.manual_seed(0)
+model = m.model()
+x, y = m.batch(0)
+loss = m.loss_fn(model(x), y)
+dot = make_dot(loss, params=dict(model.named_parameters()))
+open(sys.argv[2] + ".dot", "w").write(dot.source)
+subprocess.run(["dot", "-Tsvg", sys.argv[2] + ".dot", "-o", sys.argv[2]], check=True)
+"""
+
+FRAMES = """\
+import sys, time, statistics
+sys.path.insert(0, {root!r})
+from gradviz.render.qtcompat import ensure_app
+app = ensure_app()
+from PySide6.QtCore import QPointF, Qt
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtWidgets import QGraphicsView
+from gradviz.core.trace import trace
+from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+from gradviz.render.scene import GraphScene
+from gradviz.render.style import layout_graph
+graph = trace({script!r}, details="norms")
+views = {{"folded first view": collapse(graph, expanded=expanded_to_depth(graph, auto_depth(graph, 220))),
+          "whole graph": graph}}
+for name, view in views.items():
+    lay = layout_graph(view)
+    scene = GraphScene()
+    scene.set_graph(view, lay)
+    gv = QGraphicsView(scene)
+    gv.resize(1400, 900)
+    gv.show()
+    app.processEvents()
+    image = QImage(1400, 900, QImage.Format_ARGB32_Premultiplied)
+    rect = scene.sceneRect()
+    def frame():
+        p = QPainter(image)
+        t = time.perf_counter()
+        gv.render(p)
+        p.end()
+        return (time.perf_counter() - t) * 1000
+    out = []
+    for label, zoom in (("fit", None), ("zoom 0.25", 0.25), ("1:1", 1.0), ("zoom 2", 2.0)):
+        gv.resetTransform()
+        if zoom is None:
+            gv.fitInView(rect, Qt.KeepAspectRatio)
+        else:
+            gv.scale(zoom, zoom)
+        times = []
+        for k in range(6):   # pan down the graph, one viewport step per frame
+            gv.centerOn(QPointF(rect.center().x(), rect.top() + (k + 1) / 7 * rect.height()))
+            times.append(frame())
+        out.append(f"{{label}} {{statistics.median(times[1:]):.1f}}/{{max(times[1:]):.1f}}")
+    print(f"{{name}} ({{view.number_of_nodes():,}} boxes): " + ", ".join(out) + " ms (median/max)", flush=True)
+"""
+
+
+class Runner:
+    def __init__(self, env: dict) -> None:
+        self.env = env
+
+    def __call__(self, cmd: list[str], timeout: float | None = None) -> dict:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        deadline = None if timeout is None else start + timeout
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                proc.kill()
+                os.wait4(proc.pid, 0)
+                return {"ok": False, "wall": time.perf_counter() - start, "why": f">{timeout:.0f} s (killed)"}
+            time.sleep(0.02)
+        wall = time.perf_counter() - start
+        out = proc.stdout.read().decode(errors="replace")
+        err = proc.stderr.read().decode(errors="replace")
+        code = os.waitstatus_to_exitcode(status)
+        return {"ok": code == 0, "code": code, "wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+                "rss": usage.ru_maxrss / 1024, "out": out, "err": err}
+
+
+def fmt(r: dict) -> str:
+    if not r.get("ok"):
+        return f"failed ({r.get('why') or r.get('code')}: {(r.get('err') or '').strip()[-160:]})"
+    return f"{r['wall']:6.2f} s wall {r['cpu']:6.2f} s CPU {r['rss']:6.0f} MB"
+
+
+def gpt_section(runner: Runner, folder: Path, blocks: list[int], dot_limit: float) -> None:
+    print("\n== GPT stacks: export to SVG, whole process; torchviz + dot in the same run ==")
+    tv = folder / "torchviz_export.py"
+    tv.write_text(TORCHVIZ)
+    rate = None      # dot seconds per node^1.5, to skip sizes it would not finish
+    gv = [sys.executable, "-m", "gradviz"]
+    for n in blocks:
+        script = folder / f"gpt_{n}.py"
+        script.write_text(GPT.format(samples=str(SAMPLES), blocks=n, d_model=64))
+        ours = runner(gv + ["export", str(script), "-o", str(folder / f"g{n}.svg")])
+        nodes = _nodes(ours.get("out", ""))
+        line = f"GPT-{n:<5} {nodes:>7} nodes  gradviz {fmt(ours)}"
+        predicted = rate * nodes ** 1.5 if rate and nodes else 0.0
+        if predicted > dot_limit:
+            line += f"  | torchviz+dot skipped (~{predicted:.0f} s predicted)"
+        else:
+            theirs = runner([sys.executable, str(tv), str(script), str(folder / f"tv{n}.svg")], timeout=dot_limit)
+            if theirs.get("ok"):
+                rate = theirs["wall"] / max(nodes, 1) ** 1.5
+                line += (f"  | torchviz+dot {fmt(theirs)}  ratio {theirs['wall'] / ours['wall']:.1f}x wall, "
+                         f"{theirs['cpu'] / ours['cpu']:.1f}x CPU")
+            else:
+                rate = dot_limit / max(nodes, 1) ** 1.5
+                line += f"  | torchviz+dot {fmt(theirs)}"
+        print(line, flush=True)
+    print("\n== GPT stacks: open in the window (gradviz SCRIPT --screenshot), whole process ==")
+    for n in blocks:
+        script = folder / f"gpt_{n}.py"
+        r = runner(gv + [str(script), "--screenshot", str(folder / f"w{n}.png"), "--no-meta"])
+        print(f"GPT-{n:<5} window {fmt(r)}", flush=True)
+
+
+def _nodes(text: str) -> int:
+    import re
+
+    m = re.search(r"\(([\d,]+) nodes", text)
+    return int(m.group(1).replace(",", "")) if m else 0
+
+
+def llama_section(runner: Runner, folder: Path) -> None:
+    print("\n== Llama 70B (transformers LlamaForCausalLM, 80 layers) on the meta device ==")
+    gv = [sys.executable, "-m", "gradviz"]
+    llama = str(SAMPLES / "llama_70b.py")
+    for label, extra in (("export SVG, folded view", ["--collapse", "auto"]), ("export SVG, whole graph", [])):
+        r = runner(gv + ["export", llama, "--meta", *extra, "-o", str(folder / "llama.svg")])
+        print(f"{label:<26} {fmt(r)}   {(r.get('out') or '').strip()}", flush=True)
+    r = runner(gv + [llama, "--meta", "--screenshot", str(folder / "llama.png")])
+    print(f"{'open in the window':<26} {fmt(r)}", flush=True)
+    r = runner([sys.executable, "-c", "import transformers.models.llama.modeling_llama"])
+    print(f"{'(import transformers alone)':<26} {fmt(r)}", flush=True)
+
+
+def big_scripts(folder: Path) -> dict[str, Path]:
+    rnn = folder / "rnn_2000.py"
+    rnn.write_text((ROOT / "benchmarks" / "rnn_unrolled.py").read_text())
+    gpt = folder / "gpt_1600.py"
+    gpt.write_text(GPT.format(samples=str(SAMPLES), blocks=1600, d_model=16))
+    return {"LSTM x 2,000 steps": rnn, "GPT-1600": gpt}
+
+
+def big_section(runner: Runner, folder: Path) -> None:
+    print("\n== 100k-node graphs: export and open, whole process ==")
+    gv = [sys.executable, "-m", "gradviz"]
+    for label, script in big_scripts(folder).items():
+        for ext in ("json", "svg"):
+            r = runner(gv + ["export", str(script), "-o", str(folder / f"big.{ext}")])
+            print(f"{label:<20} export .{ext:<5} {fmt(r)}   {(r.get('out') or '').strip()}", flush=True)
+        r = runner(gv + [str(script), "--screenshot", str(folder / "big.png"), "--no-meta"])
+        print(f"{label:<20} window       {fmt(r)}", flush=True)
+
+
+def frames_section(runner: Runner, folder: Path) -> None:
+    print("\n== pan/zoom frames, 1400x900 viewport (median/max of 5 pans per zoom) ==")
+    for label, script in big_scripts(folder).items():
+        code = FRAMES.format(root=str(ROOT), script=str(script))
+        r = runner([sys.executable, "-c", code])
+        print(f"{label}:\n  " + ((r.get("out") or "").strip().replace("\n", "\n  ") if r.get("ok") else fmt(r))
+              + f"\n  (process: {fmt(r)})", flush=True)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*", default=["gpt", "llama", "big", "frames"],
+                        choices=["gpt", "llama", "big", "frames"])
+    parser.add_argument("--blocks", type=int, nargs="*", default=[12, 48, 100, 200])
+    parser.add_argument("--dot-limit", type=float, default=600.0, help="seconds torchviz+dot may take per model")
+    args = parser.parse_args()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), QT_QPA_PLATFORM="offscreen", OMP_NUM_THREADS="1")
+    runner = Runner(env)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"load average at start: {load:.1f} on {os.cpu_count()} CPUs (OMP_NUM_THREADS=1 for both tools)")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        sections = {"gpt": lambda: gpt_section(runner, folder, args.blocks, args.dot_limit),
+                    "llama": lambda: llama_section(runner, folder), "big": lambda: big_section(runner, folder),
+                    "frames": lambda: frames_section(runner, folder)}
+        for name in args.only:
+            sections[name]()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
