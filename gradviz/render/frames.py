@@ -32,6 +32,10 @@ LABEL_STEP = 14.0             # each level of nesting stacks its label above the
 MAX_LEVELS = 2                # padding stops growing past this nesting height
 LABEL_PX = 10
 FRAME_Z = -1.0
+# a module drawn open with more boxes than this gets no frame: its outline (a union of one strip
+# per row, simplified) grows super-linearly (an unrolled RNN cell over 2,000 steps: 20,000 rows,
+# minutes); at that size the frame would span the whole drawing anyway
+MAX_FRAMED = 5000
 
 
 @dataclass
@@ -168,7 +172,7 @@ def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF]) -> list[Fr
     frames = []
     for module in sorted(members, key=lambda p: (p.count("."), p)):
         inside = {index[n] for n in members[module] if n in index}
-        if not inside:
+        if not inside or len(inside) > MAX_FRAMED:
             continue
         pad = padding(heights[module])
         path = _outline(rows, inside, pad)

@@ -143,13 +143,18 @@ def _paint_bar(painter: QPainter, x: float, y: float, scale: LogColorScale, them
         painter.drawText(QPointF(min(max(tx - w / 2, bx - 4), bx + BAR_W - w + 4), y + BAR_H + 15), label)
     sx = bx + BAR_W + 22  # swatches for values the bar cannot show
     for rgb, label in SWATCHES:
-        painter.setPen(QPen(muted, 0.8))
-        painter.setBrush(QColor(*rgb))
-        painter.drawRoundedRect(QRectF(sx, y, 18, BAR_H), 2, 2)
-        painter.setPen(text)
-        painter.setFont(style.font(11, 400))
-        painter.drawText(QPointF(sx + 23, y + BAR_H - 1), label)
-        sx += 23 + style.text_width(label, 11, 400) + 16
+        sx = paint_swatch(painter, sx, y, rgb, label, theme) + 16
+
+
+def paint_swatch(painter: QPainter, x: float, y: float, rgb, label: str, theme: style.Theme) -> float:
+    """A colour swatch and its label at (x, y); returns the x where the label ends."""
+    painter.setPen(QPen(QColor(theme.muted_text), 0.8))
+    painter.setBrush(QColor(*rgb))
+    painter.drawRoundedRect(QRectF(x, y, 18, BAR_H), 2, 2)
+    painter.setPen(QColor(theme.strong_outline))
+    painter.setFont(style.font(11, 400))
+    painter.drawText(QPointF(x + 23, y + BAR_H - 1), label)
+    return x + 23 + style.text_width(label, 11, 400)
 
 
 def _paint_marks(painter: QPainter, x: float, y: float, theme: style.Theme, marks: Sequence[str]) -> None:

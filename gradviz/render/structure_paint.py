@@ -2,8 +2,8 @@
 (``core/structure_colors.py``), in the space the gradient colour bar takes otherwise."""
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF
-from PySide6.QtGui import QColor, QPainter, QPen
+from PySide6.QtCore import QPointF
+from PySide6.QtGui import QColor, QPainter
 
 from gradviz.core.structure_colors import StructureColors
 from gradviz.render import style
@@ -11,10 +11,11 @@ from gradviz.render import style
 
 def paint_structure_row(painter: QPainter, x: float, y: float, structure: StructureColors, theme: style.Theme,
                         width: float, swatch_h: float = 12.0) -> None:
+    from gradviz.render.legend import paint_swatch   # legend imports this module
     """Caption on the first line, then as many category swatches as fit in ``width`` (two lines)."""
-    text, muted = QColor(theme.strong_outline), QColor(theme.muted_text)
+    muted = QColor(theme.muted_text)
     painter.setFont(style.font(11, 500))
-    painter.setPen(text)
+    painter.setPen(QColor(theme.strong_outline))
     painter.drawText(QPointF(x, y + swatch_h - 1), structure.caption)
     entries = structure.entries()
     sx, sy = x + style.text_width(structure.caption, 11, 500) + 14, y
@@ -25,12 +26,7 @@ def paint_structure_row(painter: QPainter, x: float, y: float, structure: Struct
             if sy > y:             # second line full: say how many are left
                 break
             sx, sy = x, y + swatch_h + 8
-        painter.setPen(QPen(muted, 0.8))
-        painter.setBrush(QColor(*rgb))
-        painter.drawRoundedRect(QRectF(sx, sy, 18, swatch_h), 2, 2)
-        painter.setPen(text)
-        painter.setFont(style.font(11, 400))
-        painter.drawText(QPointF(sx + 23, sy + swatch_h - 1), label)
+        paint_swatch(painter, sx, sy, rgb, label, theme)
         sx += w
         shown += 1
     if shown < len(entries):
