@@ -12,6 +12,7 @@ import importlib
 import sys
 
 from gradviz.cli.meta_flag import add_meta_argument
+from gradviz.cli.display import prepare_display
 from gradviz.cli.options import USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
 
 SUBCOMMANDS = {
@@ -98,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_command(args)
     args = app_parser().parse_args(argv)
     configure_logging(verbose or getattr(args, "verbose", False))
+    problem = prepare_display(screenshot=bool(args.screenshot))   # before Qt, whose answer is an abort
+    if problem:
+        print(f"gradviz: {problem}", file=sys.stderr)
+        return 2
     from gradviz.app.launch import run_app  # Qt loads here, and only here
 
     return run_app(script=args.script, screenshot=args.screenshot, size=args.size, meta=args.meta)
