@@ -20,6 +20,17 @@ def test_ci_runs_the_readme_test_command():
     assert test_command in ci_lines
 
 
+def torch_floor() -> str:
+    return re.search(r'^\s*"torch>=([0-9.]+)",', (ROOT / "pyproject.toml").read_text(), flags=re.M).group(1)
+
+
+def test_ci_tests_the_declared_torch_floor_and_the_readme_states_it():
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "pyproject.toml" in ci and 'run_in_fresh_venv floor "$FLOOR"' in ci   # the floor comes from there
+    assert not re.search(r"torch==[0-9]", ci)                            # and is written nowhere else
+    assert f"`torch>={torch_floor()}`" in (ROOT / "README.md").read_text()
+
+
 def test_readme_example_script_traces(tmp_path):
     example = next(b for b in readme_blocks("python") if "def batch" in b)
     script = tmp_path / "my_model.py"
