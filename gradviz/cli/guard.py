@@ -27,7 +27,8 @@ import threading
 from typing import Callable, Iterator, TextIO
 
 from gradviz.core.errors import GradvizError
-from gradviz.core.interrupts import Interrupted, Stopped, TimedOut, describe_exception, where_user_code_is
+from gradviz.core.interrupts import (Interrupted, Stopped, TimedOut, describe_exception, on_script_start,
+                                     where_user_code_is)
 from gradviz.core.locations import user_frame_of
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,7 @@ class _Stops:
         self.done = threading.Event()
         self.saved: dict[int, object] = {}
         self.alarm = False
+        self.started = False
 
     def __enter__(self) -> _Stops:
         if threading.current_thread() is threading.main_thread():
@@ -98,9 +100,10 @@ class _Stops:
         return self
 
     def start_timer(self) -> None:
-        """Start counting ``timeout`` from now (after gradviz's own imports, before the script runs)."""
-        if not self.timeout or threading.current_thread() is not threading.main_thread():
+        """Start counting ``timeout`` from now: called when the script is about to run (once)."""
+        if self.alarm or self.started or not self.timeout or threading.current_thread() is not threading.main_thread():
             return
+        self.started = True
         if hasattr(signal, "setitimer"):
             self.saved[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._on_alarm)
             signal.setitimer(signal.ITIMER_REAL, self.timeout)
@@ -203,8 +206,11 @@ def run_guarded(command: str, fn: Callable[[], int | None], *, setup: Callable[[
     try:
         with redirect, _Stops(timeout if user_code else None, hard_exit) as stops:
             setup()
-            stops.start_timer()
-            return int(fn() or 0)
+            remove = on_script_start(stops.start_timer)   # the clock starts with the script, not gradviz
+            try:
+                return int(fn() or 0)
+            finally:
+                remove()
     except BaseException as exc:  # noqa: BLE001 - every escape becomes one message and an exit status
         if isinstance(exc, SystemExit) and not user_code:
             raise   # argparse-style exits of gradviz's own commands

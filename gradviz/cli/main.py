@@ -82,8 +82,6 @@ def run_command(args: argparse.Namespace) -> int:
 
     def setup() -> None:
         prepare(args)          # before the script runs: it may chdir at import
-        if runs_user_code:
-            import torch  # noqa: F401 - a second or more: not part of the script's --timeout
 
     return run_guarded(args.command, lambda: module.run(args), setup=setup,
                        script=lambda: getattr(args, "script", None),

@@ -11,10 +11,28 @@ unchanged: they are not the script's fault, unlike a ``SystemExit`` or a
 from __future__ import annotations
 
 from types import FrameType
+from typing import Callable
 
 from gradviz.core.locations import GRADVIZ_DIR, is_user_file
 
-__all__ = ["Stopped", "TimedOut", "Interrupted", "where_user_code_is", "describe_exception"]
+__all__ = ["Stopped", "TimedOut", "Interrupted", "where_user_code_is", "describe_exception", "on_script_start",
+           "script_starting"]
+
+_script_start: list[Callable[[], None]] = []
+
+
+def on_script_start(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback`` when a user's script is about to run (``load_script``); returns its remover.
+
+    The CLI's ``--timeout`` counts from there: gradviz's own start-up is not the script's time.
+    """
+    _script_start.append(callback)
+    return lambda: _script_start.remove(callback) if callback in _script_start else None
+
+
+def script_starting() -> None:
+    for callback in list(_script_start):
+        callback()
 
 
 class Stopped(BaseException):

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from gradviz.core.errors import GradvizError
-from gradviz.core.interrupts import Stopped, describe_exception
+from gradviz.core.interrupts import Stopped, describe_exception, script_starting
 from gradviz.core.locations import is_user_file, user_frame_of  # noqa: F401 - re-exported (capture, diagnosis)
 
 REQUIRED = ("model", "batch", "loss_fn")
@@ -256,6 +256,7 @@ def load_script(path: str | os.PathLike) -> ModelScript:
         raise ScriptError("not a Python file", path=str(path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
+    script_starting()           # the CLI's --timeout starts counting here
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:  # SystemExit in a script is also a failed import
