@@ -134,7 +134,16 @@ def test_export_draws_diagnosis_marks_with_a_legend_entry_each(qtbot, window, tm
     assert "cut edge: no gradient flows back along it" in svg and "where NaN/Inf first appears" in svg
     png = QImage(str(export(win, tmp_path / "marked.png").path))
     top = round(PAD + page.legend_h)
-    assert count_rgb(png, BROKEN_RGB, top) > 40      # the dashed red edge and the badge, in the graph area
+    red = count_rgb(png, BROKEN_RGB, top)
+    assert red > 40                                   # the dashed red edge and the badge, in the graph area
+    # a badge scales with the picture: 16 px across at 1x, 32 px in a 2x PNG (not 16 again)
+    big = QImage(str(export(win, tmp_path / "marked2.png", scale=2.0).path))
+    corner = win.scene.rects[win.scene.index["loss"]].topRight()
+    cx = round(2 * (corner.x() - page.source.left() + PAD))
+    cy = round(2 * (corner.y() - page.source.top() + PAD + page.legend_h))
+    badge = sum(1 for x in range(cx - 24, cx + 24) for y in range(cy - 24, cy + 24)
+                if abs(big.pixelColor(x, y).red() - 0xDC) < 8 and big.pixelColor(x, y).green() < 60)
+    assert 450 < badge < 900, badge
     # the window's own legend explains them too
     assert win.overlays.legend._marks == ["broken", "nan-origin"]
 

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDialog, QDia
 
 from gradviz.core.formatting import number
 from gradviz.render.formats import IMAGE_FORMATS, FORMATS, ExportError, ExportResult, ImageOptions, export_scene
-from gradviz.render.image_export import make_page, png_scale
+from gradviz.render.image_export import cap_limit, make_page, png_scale
 
 FILTERS = {f"{FORMATS[ext].label} (*{ext})": ext for ext in (".png", ".svg", ".pdf")}
 SCALES = [1.0, 2.0, 3.0, 4.0]
@@ -98,7 +98,7 @@ class ExportOptions(QDialog):
         text = f"{number(w, grouped=True)} × {number(h, grouped=True)} pixels"
         capped = s < asked - 1e-9
         if capped:
-            text += f": scaled to {s:.2g}× to stay within 100 MP (SVG and PDF keep every detail)"
+            text += f": scaled to {s:.2g}× to stay within {cap_limit((w, h))} (SVG and PDF keep every detail)"
         self.size_note.setText(text)
         self.tiles.setEnabled(capped)
         if not capped:

@@ -1,15 +1,14 @@
 """Labelled, nested frames around expanded modules (like torchview's clusters).
 
 A module drawn open (its nodes on their own, or its sub-modules as boxes) keeps a frame
-around everything it holds, so module boundaries stay visible after expanding. The layout
-keeps a module's nodes contiguous within each layer, so a frame is the union of one
-padded strip per layer it occupies, joined across the gaps between layers: it follows the
-module's shape instead of a bounding box that would cover its neighbours' nodes. Outer
+around everything it holds, so module boundaries stay visible after expanding. A frame is
+one padded strip per layer over each run of the module's boxes, joined across the gaps
+between layers where no other box is in the way (``frame_shapes``): it follows the
+module's shape instead of a bounding box that would cover its neighbours' boxes. Outer
 modules get wider padding than the modules inside them, so frames nest.
 """
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,6 +18,7 @@ from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from gradviz.core.modules import prefixes
+from gradviz.render import frame_shapes as shapes
 from gradviz.render import style
 from gradviz.render.far_labels import paint_far_label
 
@@ -44,8 +44,9 @@ class Frame:
     label: str
     depth: int               # dots in the module path + 1
     height: int              # nesting levels of framed modules inside (0: innermost)
-    path: QPainterPath
-    pieces: list[QRectF]     # bounding box of each separate piece of the frame, top to bottom
+    path: QPainterPath       # the area (rectangles, winding fill): contains / intersects / fill
+    outline: QPainterPath    # the boundary, as line segments
+    pieces: list[QRectF]     # each separate piece of the frame, top to bottom (label at its top-left)
     outermost: bool = False  # no framed module holds it (labelled when zoomed far out)
 
     @property
@@ -85,69 +86,6 @@ def _heights(modules: list[str]) -> dict[str, int]:
     return height
 
 
-class _Rows:
-    """The boxes of a scene by row (a layer: same centre y), each row sorted left to right."""
-
-    def __init__(self, rects: list[QRectF]) -> None:
-        self.rects = rects
-        by_y: dict[float, list[int]] = {}
-        for i, r in enumerate(rects):
-            by_y.setdefault(round(r.center().y(), 1), []).append(i)
-        self.ys = sorted(by_y)
-        self.row = {y: sorted(ids, key=lambda i: rects[i].left()) for y, ids in by_y.items()}
-        self.y_of = {i: y for y, ids in by_y.items() for i in ids}
-
-    def between(self, y0: float, y1: float) -> list[int]:
-        """Boxes in the rows from ``y0`` to ``y1`` (inclusive)."""
-        lo, hi = bisect.bisect_left(self.ys, y0), bisect.bisect_right(self.ys, y1)
-        return [i for y in self.ys[lo:hi] for i in self.row[y]]
-
-
-def _strips(rows: _Rows, inside: set[int], pad: tuple[float, float, float]) -> list[tuple[float, list[QRectF]]]:
-    """Per row holding members (top to bottom), the padded strips over runs of member boxes
-    that no other box interrupts: a frame never covers a box of another module."""
-    pad_x, pad_top, pad_bottom = pad
-    rects = rows.rects
-    out = []
-    for y in sorted({rows.y_of[i] for i in inside}):
-        runs: list[list[int]] = []
-        fresh = True
-        for i in rows.row[y]:
-            if i not in inside:
-                fresh = True
-                continue
-            if fresh:
-                runs.append([])
-                fresh = False
-            runs[-1].append(i)
-        out.append((y, [QRectF(QPointF(rects[run[0]].left() - pad_x, min(rects[i].top() for i in run) - pad_top),
-                               QPointF(rects[run[-1]].right() + pad_x,
-                                       max(rects[i].bottom() for i in run) + pad_bottom)) for run in runs]))
-    return out
-
-
-def _outline(rows: _Rows, inside: set[int], pad: tuple[float, float, float]) -> QPainterPath:
-    """Union of the strips, joined to the strips of the next row where the join crosses
-    no other box (a module split by another one's boxes is drawn in pieces)."""
-    layers = _strips(rows, inside, pad)
-    path = QPainterPath()
-    path.setFillRule(Qt.WindingFill)
-    for (y0, upper_row), (y1, lower_row) in zip(layers, layers[1:]):
-        others = [rows.rects[i] for i in rows.between(y0, y1) if i not in inside]
-        for upper in upper_row:
-            for lower in lower_row:
-                left, right = max(upper.left(), lower.left()), min(upper.right(), lower.right())
-                if right - left < 2 * pad[0]:  # side by side: join across the gap between their near edges
-                    left, right = min(left, right) - 2 * pad[0], max(left, right) + 2 * pad[0]
-                bridge = QRectF(QPointF(left, upper.bottom() - 1), QPointF(right, lower.top() + 1))
-                if not any(bridge.intersects(r) for r in others):
-                    path.addRect(bridge)
-    for _, row in layers:
-        for strip in row:
-            path.addRect(strip)
-    return path.simplified()
-
-
 def padding(height: int) -> tuple[float, float, float]:
     """(side, top, bottom) padding of a frame with ``height`` levels of frames inside:
     each level adds room for its own label above the inner ones."""
@@ -168,26 +106,29 @@ def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF]) -> list[Fr
         return []
     modules_info = graph.graph.get("modules", {})
     heights = _heights(list(members))
-    rows = _Rows(rects)
+    rows = shapes.Rows([(r.left(), r.top(), r.right(), r.bottom()) for r in rects])
     frames = []
     for module in sorted(members, key=lambda p: (p.count("."), p)):
         inside = {index[n] for n in members[module] if n in index}
         if not inside or len(inside) > MAX_FRAMED:
             continue
-        pad = padding(heights[module])
-        path = _outline(rows, inside, pad)
+        stack = shapes.bands(rows, inside, padding(heights[module]))
+        fill = QPainterPath()
+        fill.setFillRule(Qt.WindingFill)
+        for band in stack:
+            for x0, x1 in band.spans:
+                fill.addRect(QRectF(QPointF(x0, band.top), QPointF(x1, band.bottom)))
+        line = QPainterPath()
+        for x0, y0, x1, y1 in shapes.outline(stack):
+            line.moveTo(x0, y0)
+            line.lineTo(x1, y1)
         mtype = (modules_info.get(module) or {}).get("type") or ""
         outermost = not any(p in members for p in prefixes(module)[:-1])
         frames.append(Frame(module, f"{module} · {mtype}" if mtype else module, module.count(".") + 1,
-                            heights[module], path, _pieces(path), outermost))
+                            heights[module], fill, line,
+                            [QRectF(QPointF(x0, y0), QPointF(x1, y1)) for x0, y0, x1, y1 in shapes.pieces(stack)],
+                            outermost))
     return frames
-
-
-def _pieces(path: QPainterPath) -> list[QRectF]:
-    """Bounding boxes of the separate pieces of a frame (holes left out), top to bottom."""
-    boxes = [poly.boundingRect() for poly in path.toSubpathPolygons()]
-    pieces = [b for b in boxes if not any(o is not b and o.contains(b) for o in boxes)]
-    return sorted(pieces, key=lambda b: (b.top(), b.left()))
 
 
 class FrameItem(QGraphicsItem):
@@ -226,9 +167,12 @@ class FrameItem(QGraphicsItem):
         for f in self.frames:
             if not f.path.boundingRect().intersects(exposed):
                 continue
-            painter.setPen(pen)
+            painter.setPen(Qt.NoPen)
             painter.setBrush(fill)
             painter.drawPath(f.path)
+            painter.setPen(pen)
+            painter.setBrush(Qt.NoBrush)
+            painter.drawPath(f.outline)
             if lod * LABEL_PX < 5 and not self._scene.force_detail:
                 if f.outermost:  # zoomed out: the outermost frames keep a readable name
                     for piece in f.pieces:

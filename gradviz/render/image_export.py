@@ -137,6 +137,11 @@ def png_scale(page: Page, scale: float, max_pixels: int = MAX_PNG_PIXELS) -> flo
     return s
 
 
+def cap_limit(size: tuple[int, int], max_pixels: int = MAX_PNG_PIXELS) -> str:
+    """Which limit a scaled-down PNG of ``size`` pixels met: the side or the pixel count."""
+    return f"{MAX_PNG_SIDE:,} pixels a side" if max(size) >= MAX_PNG_SIDE - 1 else f"{max_pixels / 1e6:g} MP"
+
+
 def page_image(scene, page: Page, scale: float, legend: bool = True, clip=None):
     """The page (or its ``clip``: a QRect in output pixels) as a QImage at ``scale``."""
     from PySide6.QtCore import QRect, QRectF
@@ -197,7 +202,7 @@ def write_png(scene, page: Page, target: Path, opts: ImageOptions) -> ExportResu
                            f"{target.name} is the whole picture at {s:.2g}×")
     if capped and not opts.tiles:
         result.note = (f"scaled to {s:.2g}× instead of {opts.scale:g}× ({size[0]:,}×{size[1]:,} pixels) to stay "
-                       f"within {opts.max_pixels / 1e6:g} MP; ask for tiles to keep full resolution, "
+                       f"within {cap_limit(size, opts.max_pixels)}; ask for tiles to keep full resolution, "
                        f"or export SVG/PDF (vector)")
     return result
 

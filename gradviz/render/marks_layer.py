@@ -138,6 +138,13 @@ class MarkLayer:
     def highlight(self, edges: Iterable[tuple[str, str]]) -> None:
         self._set_path("highlight", self._edges_path(edges), z=1.5)
 
+    def set_screen_sized(self, on: bool) -> None:
+        """Badges keep their screen size at any zoom (``on``); an export turns it off so a badge
+        scales with the picture like everything else (16 px at 1×, 32 px in a 2× PNG)."""
+        for badges in self.badges.values():
+            for badge in badges:
+                badge.setFlag(QGraphicsItem.ItemIgnoresTransformations, on)
+
     def set_highlight_visible(self, visible: bool) -> None:
         item = self.paths.get("highlight")
         if item is not None:

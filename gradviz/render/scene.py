@@ -351,11 +351,13 @@ class GraphScene(QGraphicsScene):
         saved = (self.force_detail, self.selected, self.hl_nodes, self._dim)
         self.force_detail, self.selected, self.hl_nodes, self._dim = True, set(), set(), None
         self.marks_layer.set_highlight_visible(False)
+        self.marks_layer.set_screen_sized(False)
         try:
             yield
         finally:
             self.force_detail, self.selected, self.hl_nodes, self._dim = saved
             self.marks_layer.set_highlight_visible(True)
+            self.marks_layer.set_screen_sized(True)
 
     def _repaint_all(self) -> None:
         for batch in self.node_batches:
