@@ -13,6 +13,7 @@ import bisect
 from dataclasses import dataclass
 
 Interval = tuple[float, float]
+MAX_SIDE_GAP = 60.0       # rows side by side further apart than this are not joined
 Box = tuple[float, float, float, float]          # left, top, right, bottom
 
 
@@ -77,6 +78,8 @@ def _gap(rows: Rows, inside: set[int], upper: Band, lower: Band, y0: float, y1: 
         for b in lower.spans:
             left, right = max(a[0], b[0]), min(a[1], b[1])
             if right - left < 2 * pad_x:  # side by side: join across the gap between their near edges
+                if left - right > MAX_SIDE_GAP:
+                    continue              # far apart: two pieces (each labelled) read better than a corridor
                 left, right = min(left, right) - 2 * pad_x, max(left, right) + 2 * pad_x
             if not any(o[0] < right and o[2] > left and o[1] < bottom and o[3] > top for o in others):
                 spans.append((left, right))

@@ -45,6 +45,7 @@ class ShownState:
     color_range: tuple[float, float] = (1e-6, 1.0)
     fixed_range: bool = False
     region: str = "whole graph"         # or "current view"
+    folds: list[str] = field(default_factory=list)       # repeated blocks drawn as one box: "Block × 200"
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -69,6 +70,8 @@ def header_text(state: ShownState) -> tuple[str, str]:
     parts.append(_plural(state.nodes, "node", "nodes"))
     if state.collapsed:
         parts.append(_plural(len(state.collapsed), "module", "modules") + " collapsed into boxes")
+    if state.folds:
+        parts.append(", ".join(state.folds) + " folded into one box" + ("" if len(state.folds) == 1 else " each"))
     for style_name, n in state.marks.items():
         if n and (style_name in EDGE_STYLES or style_name in NODE_STYLES):
             one, many = MARK_NOUNS.get(style_name, (style_name, style_name))
