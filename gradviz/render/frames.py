@@ -59,7 +59,9 @@ def framed_modules(graph: nx.DiGraph) -> dict[str, list[str]]:
     """Module path -> view node ids drawn inside it, for every module drawn open.
 
     A collapsed box ``group:M`` counts as inside M's parents (not M: M is the box itself).
-    Inputs and the loss belong to no module. The whole model ('') gets no frame.
+    Inputs and the loss belong to no module. The whole model ('') gets no frame. A chain of
+    modules that hold exactly the same boxes (``resnet`` > ``resnet.encoder`` > ... each with
+    one child) gets one frame, the innermost's, whose label is the full path anyway.
     """
     members: dict[str, list[str]] = {}
     for nid, attrs in graph.nodes(data=True):
@@ -71,7 +73,11 @@ def framed_modules(graph: nx.DiGraph) -> dict[str, list[str]]:
         for path in paths:
             if path:
                 members.setdefault(path, []).append(nid)
-    return members
+    innermost: dict[frozenset, str] = {}
+    for path in sorted(members, key=lambda p: p.count(".")):   # deeper ones replace their outer chain
+        innermost[frozenset(members[path])] = path
+    keep = set(innermost.values())
+    return {path: ids for path, ids in members.items() if path in keep}
 
 
 def _heights(modules: list[str]) -> dict[str, int]:
