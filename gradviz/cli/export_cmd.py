@@ -104,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError:
         return _fail(f"--collapse takes an integer depth or 'auto', not {args.collapse!r}")
     marks, summary = _marks(args.script) if args.check else (None, "")
+    checked = time.perf_counter()
     options = ImageOptions(scale=args.scale, dpi=args.dpi, theme=args.theme,
                            max_pixels=int(args.max_pixels * 1e6), tiles=args.tiles)
     try:
@@ -119,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
         shown += "; structure only (meta device): no gradient values"
     if summary:
         print(summary, file=guard.out())
+    check = f", check {checked - traced:.2f} s" if args.check else ""
     print(f"wrote {out} ({n:,} nodes{shown}) in {done - start:.2f} s "
-          f"(trace {traced - start:.2f} s, export {done - traced:.2f} s)", file=guard.out())
+          f"(trace {traced - start:.2f} s{check}, export {done - checked:.2f} s)", file=guard.out())
     if result.note:
         print(f"note: {result.note}", file=guard.out())
     return 0
