@@ -10,7 +10,7 @@ works on a headless server:
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from gradviz.core.version import __version__
 __all__ = ["trace", "capture", "TraceOptions", "check", "watch", "RecordError", "load_script", "collapse",
            "layout", "ScriptError", "__version__"]
 

@@ -1,14 +1,17 @@
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 # GUI tests run with no screen; set before any Qt import.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-# The Python paths by default, and no background builds of the native accelerator; the tests
-# that take the native path ask for it (the `accel` / `native_module` fixtures).
+# The Python paths by default; the tests that take the native path ask for it (the `accel` /
+# `native_module` fixtures). Builds go into the tests' own cache under the system's temporary
+# folder (kept between runs: a build takes ~30 s), never into the user's ~/.cache/gradviz.
 os.environ.setdefault("GRADVIZ_NATIVE", "0")
+os.environ.setdefault("GRADVIZ_CACHE", os.path.join(tempfile.gettempdir(), f"gradviz-test-cache-{os.getuid()}"))
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"

@@ -64,7 +64,7 @@ def _worker(rank: int, world: int, port: int, path: str, skip: bool, out: str, a
                 norms.append([(-1.0 if p.grad is None else p.grad.norm().item()) for p in model.parameters()])
                 w.step(loss)
                 opt.step()
-            native_hooks = -1 if w._native is None else w._native.hooks_placed
+            native_hooks = -1 if w.nodes.native is None else w.nodes.native.hooks_placed
         np.save(out.format(rank=rank), np.array(norms))
         Path(out.format(rank=rank) + ".native").write_text(str(native_hooks))
     finally:
@@ -81,7 +81,8 @@ def _spawn(tmp_path: Path, skip: bool, accel: str = "python") -> Path:
 
 def test_ddp_two_ranks(tmp_path, accel):
     from gradviz.core.record import open_ranks, rank_files
-    from gradviz.core.record.analysis import rank_findings
+    from gradviz.core.record.analysis_ranks import rank_findings
+    from gradviz.core.record.rundata import load_runs
 
     path = _spawn(tmp_path, skip=False, accel=accel)
     for r in (0, 1):                 # steps 2 and 4 repeat step 0's structure: native hooks then
@@ -105,7 +106,7 @@ def test_ddp_two_ranks(tmp_path, accel):
         np.testing.assert_allclose(s0["grad_norm"], s1["grad_norm"], rtol=1e-5)
         assert not np.allclose(s0["loss"], s1["loss"])          # local losses differ
         assert readers[0].node_steps() == [0, 2, 4]
-        assert rank_findings(readers) == []
+        assert rank_findings(load_runs(readers)) == []
     finally:
         for r in readers:
             r.close()
@@ -113,12 +114,13 @@ def test_ddp_two_ranks(tmp_path, accel):
 
 def test_ddp_unused_parameter_named(tmp_path):
     from gradviz.core.record import open_ranks
-    from gradviz.core.record.analysis import rank_findings
+    from gradviz.core.record.analysis_ranks import rank_findings
+    from gradviz.core.record.rundata import load_runs
 
     path = _spawn(tmp_path, skip=True)
     readers = open_ranks(path)
     try:
-        found = rank_findings(readers)
+        found = rank_findings(load_runs(readers))
         codes = [f.code for f in found]
         assert "ranks-unused-param" in codes, found
         f = found[codes.index("ranks-unused-param")]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -15,7 +16,7 @@ from gradviz.core.nodenorms import NodeNormSampler
 from gradviz.core.script import load_script
 from gradviz.core.stepstats import StepStats
 from gradviz.core.walk import walk
-from conftest import SAMPLES
+from conftest import ROOT, SAMPLES
 
 MISSING = -1.0
 
@@ -227,30 +228,41 @@ def test_step_stats_rows_equal_the_python_path(native_module):
     for module in (None, native_module):
         with native.forced(module):
             stats = StepStats(model.named_parameters(), track_updates=False)
-        assert (stats._native_sq is not None) == (module is not None)
+        assert stats.strategy == ("host" if module is None else "native")
         stats.begin()
         stats.grads_ready(updates=False)
         rows.append(stats.finish(1.0, lr=0.1))
-    np.testing.assert_allclose(rows[0]["param_norms"], rows[1]["param_norms"], rtol=1e-6)
-    assert rows[0]["grad_norm"] == pytest.approx(rows[1]["grad_norm"], rel=1e-6)
+    np.testing.assert_allclose(rows[0].param_norms, rows[1].param_norms, rtol=1e-6)
+    assert rows[0].grad_norm == pytest.approx(rows[1].grad_norm, rel=1e-6)
     expect = [p.grad.norm().item() for p in model.parameters()]
-    np.testing.assert_allclose(rows[1]["param_norms"], expect, rtol=1e-5)
+    np.testing.assert_allclose(rows[1].param_norms, expect, rtol=1e-5)
 
 
-def test_loader_modes_and_background_build(tmp_path, monkeypatch):
+def test_nothing_compiles_unless_asked(tmp_path, monkeypatch):
+    """Opt-in: the default mode loads a built copy but never compiles; ``build`` compiles in
+    the foreground, ``background`` starts one build in another process."""
     monkeypatch.setenv("GRADVIZ_CACHE", str(tmp_path))          # an empty cache: nothing built
-    spawned = []
+    spawned, built = [], []
     monkeypatch.setattr(subprocess, "Popen", lambda cmd, **kw: spawned.append(cmd))
     monkeypatch.setattr(native, "compiler_available", lambda: True)
-    with native.forced(None):
-        pass
+    monkeypatch.setattr(native, "build", lambda verbose=False: built.append(1))
     saved = dict(native._state)
     try:
+        for mode in ("auto", "0", None):
+            native._state.clear()
+            if mode is None:
+                monkeypatch.delenv("GRADVIZ_NATIVE", raising=False)
+            else:
+                monkeypatch.setenv("GRADVIZ_NATIVE", mode)
+            assert native.get() is None and not spawned and not built, mode
+        assert list(tmp_path.iterdir()) == []                        # not even a folder
         native._state.clear()
-        monkeypatch.setenv("GRADVIZ_NATIVE", "0")
-        assert native.get() is None and not spawned                 # off: no build
-        monkeypatch.setenv("GRADVIZ_NATIVE", "auto")
-        assert native.get() is None                                  # auto: a background build...
+        monkeypatch.setenv("GRADVIZ_NATIVE", "build")
+        native.get()
+        assert built == [1] and not spawned
+        native._state.clear()
+        monkeypatch.setenv("GRADVIZ_NATIVE", "background")
+        assert native.get() is None                                  # a background build...
         assert len(spawned) == 1 and "--build" in spawned[0]
         lock = native.cache_dir() / "building.lock"
         assert lock.exists()
@@ -260,6 +272,44 @@ def test_loader_modes_and_background_build(tmp_path, monkeypatch):
         # a module whose build has not finished (no "ready" mark) is never loaded
         (native.cache_dir() / f"{native._name()}.so").write_bytes(b"half a linker's output")
         assert native.status()["built"] is False and native.get() is None
+    finally:
+        native._state.clear()
+        native._state.update(saved)
+
+
+def test_watch_and_trainer_compile_nothing_by_default(tmp_path):
+    """A fresh process with an empty cache and no setting: watch() and the trainer run on the
+    Python paths and leave the cache empty (no compiler started)."""
+    cache = tmp_path / "cache"
+    code = ("import sys, torch, gradviz\n"
+            "from gradviz.core import native\n"
+            "m = torch.nn.Linear(3, 2)\n"
+            "with gradviz.watch(m, sys.argv[1], every=1) as w:\n"
+            "    for _ in range(3):\n"
+            "        m(torch.randn(4, 3)).sum().backward(); w.step(1.0)\n"
+            "from gradviz.core.trainer import Trainer, TrainConfig\n"
+            "Trainer(sys.argv[2], TrainConfig(device='cpu')).step()\n"
+            "print(native.get() is None, native.status()['built'])\n")
+    env = {k: v for k, v in os.environ.items() if k != "GRADVIZ_NATIVE"}
+    env.update(GRADVIZ_CACHE=str(cache), PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "r.gvrun"), str(SAMPLES / "mlp_digits.py")],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False"]
+    assert not cache.exists() or not any(cache.rglob("*"))
+
+
+def test_cache_key_is_torch_and_abi_not_the_interpreter_path(monkeypatch):
+    saved = dict(native._state)
+    try:
+        native._state.pop("key", None)
+        key = native._key()
+        native._state.pop("key", None)
+        monkeypatch.setattr(sys, "executable", "/elsewhere/venv/bin/python")
+        assert native._key() == key                                   # another venv, same torch: same build
+        native._state.pop("key", None)
+        monkeypatch.setattr(torch, "__version__", torch.__version__ + ".post1")
+        assert native._key() != key                                   # another torch: a fresh build
     finally:
         native._state.clear()
         native._state.update(saved)

@@ -19,6 +19,7 @@ from torch import nn
 
 from gradviz.core.record import RecordError, open_run, watch
 from gradviz.core.record.analysis import findings, run_findings
+from gradviz.core.record.rundata import load_run
 from gradviz.core.record.schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -71,7 +72,7 @@ def test_round_trip_every_field(tmp_path, order, accel):
                       for n, p in model.named_parameters()]
             sched.step()
             seen.append((loss.item(), grads, lr, ratios))
-        assert (w.stats._native_sq is not None) == (accel == "native")
+        assert w.stats.strategy == ("native" if accel == "native" else "host")
     with open_run(path) as r:
         assert r.param_names == names
         assert r.meta["status"] == "closed" and r.meta["world_size"] == 1 and r.meta["rank"] == 0
@@ -111,7 +112,7 @@ def test_node_norms_match_trace(tmp_path, accel):
             w.step(loss)
             opt.step()
         if accel == "native":                    # step 0 learns the structure, 3 and 6 take it natively
-            assert w._native.hooks_placed == 2
+            assert w.nodes.native.hooks_placed == 2
     with open_run(tmp_path / "n.gvrun") as r:
         assert r.node_steps() == [0, 3, 6]
         assert len(r.graph_ids()) == 1
@@ -154,7 +155,7 @@ def test_structure_change_records_new_graph(tmp_path, accel):
         if accel == "native":
             # step 1 repeats step 0's structure (native); step 3 still captures the new
             # structure's module paths (the Python path does that), after which it is learned
-            assert w._native.hooks_placed == 1 and len(w._native_entries) == 2
+            assert w.nodes.native.hooks_placed == 1 and len(w.nodes._native_entries) == 2
     with open_run(tmp_path / "s.gvrun") as r:
         ids = r.graph_ids()
         assert [s for _, s, _ in ids] == [0, 2]
@@ -365,7 +366,7 @@ def test_findings_from_a_record(tmp_path):
             loss.backward()
             w.step(loss)
     with open_run(tmp_path / "f.gvrun") as r:
-        found = {f.code: f for f in run_findings(r)}
+        found = {f.code: f for f in run_findings(load_run(r))}
     assert found["run-exploding"].data["first_step"] == 3
     assert found["run-first-nonfinite"].data["step"] == 4
     assert "fc1.weight" in found["run-first-nonfinite"].params
@@ -419,7 +420,7 @@ def test_sigkill_leaves_a_readable_run(tmp_path):
         assert r.meta["status"] == "running"
         assert r.node_steps()[:3] == [0, 10, 20]
         assert r.graph() is not None
-        assert findings([r]) == []
+        assert findings([load_run(r)]) == []
 
 
 # -- memory -------------------------------------------------------------------
@@ -484,7 +485,7 @@ def test_a_bias_without_gradient_by_design_is_not_vanishing(tmp_path):
             assert float(fc.bias.grad.abs().max()) < 1e-6
             w.step(1.0)
     with open_run(tmp_path / "b.gvrun") as r:
-        codes = {f.code for f in run_findings(r)}
+        codes = {f.code for f in run_findings(load_run(r))}
     assert "run-vanishing" not in codes
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -69,10 +70,10 @@ def test_pre_clip_norm_equals_clip_grad_norm(tmp_path):
     script.compute_loss(ref, x, y).backward()
     expected = torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.01).item()
     row = tr.step()
-    assert row["grad_norm"] == pytest.approx(expected, rel=1e-5)
-    assert row["grad_norm_clipped"] <= 0.01 + 1e-6
+    assert row.grad_norm == pytest.approx(expected, rel=1e-5)
+    assert row.grad_norm_clipped <= 0.01 + 1e-6
     post = math.sqrt(sum(p.grad.norm().item() ** 2 for p in tr.model.parameters()))
-    assert post == pytest.approx(row["grad_norm_clipped"], rel=1e-4)
+    assert post == pytest.approx(row.grad_norm_clipped, rel=1e-4)
 
 
 def test_accumulation_equals_big_batch(tmp_path):
@@ -84,8 +85,8 @@ def test_accumulation_equals_big_batch(tmp_path):
     r3 = three.step()
     for p, q in zip(one.model.parameters(), three.model.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-7)
-    assert r3["loss"] == pytest.approx(r1["loss"], rel=1e-5)
-    assert r3["grad_norm"] == pytest.approx(r1["grad_norm"], rel=1e-5)
+    assert r3.loss == pytest.approx(r1.loss, rel=1e-5)
+    assert r3.grad_norm == pytest.approx(r1.grad_norm, rel=1e-5)
 
 
 def test_zero_grad_off_accumulates(tmp_path):
@@ -122,11 +123,11 @@ def test_param_norms_and_update_ratios(tmp_path):
     row = tr.step()
     grads = {n: p.grad.norm().item() for n, p in tr.model.named_parameters()}
     for i, name in enumerate(tr.names):
-        assert row["param_norms"][i] == pytest.approx(grads[name], rel=1e-5)
+        assert row.param_norms[i] == pytest.approx(grads[name], rel=1e-5)
         after = dict(tr.model.named_parameters())[name].detach()
         ratio = (after - before[name]).norm().item() / before[name].norm().item()
-        assert row["update_ratios"][i] == pytest.approx(ratio, rel=1e-4)
-    assert row["step"] == 1 and tr.step_index == 2 and row["lr"] == 0.01
+        assert row.update_ratios[i] == pytest.approx(ratio, rel=1e-4)
+    assert row.step == 1 and tr.step_index == 2 and row.lr == 0.01
 
 
 def test_node_norms_equal_trace_ids():
@@ -134,22 +135,22 @@ def test_node_norms_equal_trace_ids():
     graph = gradviz.trace(script, step=0, seed=0)
     tr = Trainer(script, cfg(node_sample_every=1, seed=0))
     row = tr.step()
-    norms = row["node_norms"]
+    norms = row.node_norms
     assert set(norms) == set(graph.nodes)
     for nid, attrs in graph.nodes(data=True):
         want = attrs["grad_norm"]
         assert (want is None) == (norms[nid] is None), nid
         if want is not None:
             assert norms[nid] == pytest.approx(want, rel=1e-4, abs=1e-10), nid
-    assert tr.step()["node_norms"] is not None
+    assert tr.step().node_norms is not None
     tr.config.node_sample_every = 5
-    assert tr.step()["node_norms"] is None
+    assert tr.step().node_norms is None
 
 
 def test_update_ratio_cadence(tmp_path):
     tr = Trainer(tiny(tmp_path), cfg(update_ratio_every=3))
     rows = [tr.step() for _ in range(6)]
-    measured = [not np.all(np.isnan(r["update_ratios"])) for r in rows]
+    measured = [not np.all(np.isnan(r.update_ratios)) for r in rows]
     assert measured == [True, False, False, True, False, False]
 
 
@@ -162,7 +163,7 @@ def test_schedules():
 
 def test_schedule_applied_per_step(tmp_path):
     tr = Trainer(tiny(tmp_path), cfg(schedule="step", step_size=2, gamma=0.1, lr=1.0))
-    lrs = [tr.step()["lr"] for _ in range(5)]
+    lrs = [tr.step().lr for _ in range(5)]
     assert lrs == pytest.approx([1.0, 1.0, 0.1, 0.1, 0.01])
 
 
@@ -209,7 +210,7 @@ def test_reset_and_evaluate(tmp_path):
 def test_digits_mlp_learns_fast():
     tr = Trainer(load_script(SAMPLES / "mlp_digits.py"), TrainConfig(device="cpu", seed=0))
     start = time.perf_counter()
-    first = tr.step()["loss"]
+    first = tr.step().loss
     rows = []
     acc = 0.0
     while tr.step_index < 1000:
@@ -219,13 +220,46 @@ def test_digits_mlp_learns_fast():
             break
     elapsed = time.perf_counter() - start
     assert acc >= 0.90, acc
-    assert rows[-1]["loss"] < first / 2
+    assert rows[-1].loss < first / 2
     assert elapsed < 20          # a few seconds normally; generous for loaded CI machines
 
 
-def _cli(*args):
+def _cli(*args, env=None):
     return subprocess.run([sys.executable, "-m", "gradviz", "train", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+                          cwd=ROOT, timeout=120, env=env)
+
+
+def test_training_threads_leave_a_core_free_or_follow_omp_num_threads(monkeypatch):
+    """The window's and gradviz train's policy: OMP_NUM_THREADS when set, else every core this
+    process may use but one (torch's default takes all: with one busy, its workers spin)."""
+    from gradviz.core import devices
+
+    monkeypatch.setattr(devices, "_cores", lambda: 8)
+    monkeypatch.setattr(devices, "_TORCH_DEFAULT_THREADS", 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert devices.training_threads() == 7
+    monkeypatch.setattr(devices, "_TORCH_DEFAULT_THREADS", 4)        # torch's own cap (physical cores)
+    assert devices.training_threads() == 4
+    monkeypatch.setattr(devices, "_cores", lambda: 1)
+    assert devices.training_threads() == 1
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert devices.training_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "")
+    assert devices.training_threads() == 1
+
+
+@pytest.mark.parametrize("omp", [None, "1"])
+def test_cli_train_uses_the_thread_policy(omp):
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    if omp is not None:
+        env["OMP_NUM_THREADS"] = omp
+    r = _cli(str(SAMPLES / "mlp_digits.py"), "--steps", "3", "--json", "--device", "cpu", env=env)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout.splitlines()[-1])
+    if omp:
+        assert summary["threads"] == int(omp)
+    else:
+        assert 1 <= summary["threads"] <= max(1, len(os.sched_getaffinity(0)) - 1)
 
 
 def test_cli_summary_and_json():
@@ -251,32 +285,33 @@ def test_cli_exit_codes(tmp_path):
 
 
 @pytest.mark.parametrize("clip", [None, 0.5])
-def test_lazy_rows_equal_finished_rows_and_batch_columns(clip):
-    """Trainer.step's rows are built on first read; built one by one or in one batch
-    (the training worker), they hold exactly what StepStats.finish gives."""
-    from gradviz.app.training.worker import _lazy_columns, rows_to_columns
-    from gradviz.core.trainer import LazyRow
+def test_rows_one_by_one_equal_batch_columns_and_torch(clip):
+    """Trainer.step's StepRows read one by one, or converted in one batch (the training
+    worker), hold the same numbers, and those are torch's."""
+    from gradviz.app.training.worker import rows_to_columns
+    from gradviz.core.stepstats import StepRow
 
     cfg = TrainConfig(device="cpu", seed=0, node_sample_interval_s=None, max_grad_norm=clip, update_ratio_every=2)
     tr = Trainer(str(SAMPLES / "mlp_digits.py"), cfg)
     rows = [tr.step() for _ in range(12)]
-    assert all(isinstance(r, LazyRow) and not r.built for r in rows)
-    assert rows[0].pop("node_norms") is None and not rows[0].built       # eager keys do not build
-    fast = _lazy_columns(rows)
-    assert fast is not None
-    slow = rows_to_columns([dict(r) for r in rows])
-    assert rows[3].built and "grad_norm" in rows[3] and len(rows[3]) == 12
-    for key, value in slow.items():
-        assert fast[key].dtype == value.dtype
-        assert np.array_equal(fast[key], value, equal_nan=True), key
+    assert all(isinstance(r, StepRow) and r.node_norms is None for r in rows)
+    batch = rows_to_columns(rows)
+    for i, r in enumerate(rows):
+        assert batch["step"][i] == r.step == i
+        for key in ("loss", "grad_norm", "grad_norm_clipped", "lr", "step_time", "nonfinite"):
+            assert batch[key][i] == getattr(r, key) or (math.isnan(batch[key][i]) and math.isnan(getattr(r, key)))
+        assert np.array_equal(batch["param_norms"][i], r.param_norms.astype(np.float32), equal_nan=True)
+        assert np.array_equal(batch["update_ratios"][i], r.update_ratios.astype(np.float32), equal_nan=True)
+    assert not np.isnan(batch["update_ratios"][0]).any() and np.isnan(batch["update_ratios"][1]).all()
+    assert set(rows[3].as_dict()) >= {"step", "loss", "grad_norm", "param_norms", "node_norms"}
     # and the same numbers as a plain loop measured with torch
     torch.manual_seed(0)
     again = Trainer(str(SAMPLES / "mlp_digits.py"), cfg)
     again.step()
     grads = {n: p.grad.norm().item() for n, p in again.model.named_parameters()}
     total = math.sqrt(sum(v * v for v in grads.values()))
-    first = dict(Trainer(str(SAMPLES / "mlp_digits.py"), cfg).step())
+    first = Trainer(str(SAMPLES / "mlp_digits.py"), cfg).step()
     # (with clipping, p.grad after the step is the clipped gradient)
-    assert first["grad_norm" if clip is None else "grad_norm_clipped"] == pytest.approx(total, rel=1e-5)
+    assert (first.grad_norm if clip is None else first.grad_norm_clipped) == pytest.approx(total, rel=1e-5)
     if clip is None:
-        assert [first["param_norms"][i] for i in range(len(grads))] == pytest.approx(list(grads.values()), rel=1e-5)
+        assert [first.param_norms[i] for i in range(len(grads))] == pytest.approx(list(grads.values()), rel=1e-5)

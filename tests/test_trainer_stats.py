@@ -36,16 +36,15 @@ def _backward(m, seed=1):
     return loss
 
 
-@pytest.fixture(params=["numpy", "torch"])
+@pytest.fixture(params=["host", "device"])
 def path(request):
-    """StepStats has a CPU fast path (numpy views) and the device path (torch foreach + one copy)."""
+    """StepStats' norm strategies: numpy on views of CPU tensors, and torch foreach (+ one copy)."""
     return request.param
 
 
 def _stats(m, path, **kw):
-    st = StepStats(m.named_parameters(), **kw)
-    if path == "torch":
-        st._numpy = False
+    st = StepStats(m.named_parameters(), strategy=path, **kw)
+    assert st.strategy == path
     return st
 
 
@@ -61,21 +60,21 @@ def test_stepstats_norms_updates_and_loss(path):
     opt.step()
     st.after_update()
     row = st.finish(loss, lr=0.01)
-    assert row["loss"] == pytest.approx(loss.item())
+    assert row.loss == pytest.approx(loss.item())
     for i, name in enumerate(st.names):
         if name.startswith("extra"):
-            assert not row["has_grad"][i] and math.isnan(row["param_norms"][i])
-            assert row["update_ratios"][i] == 0.0
+            assert not row.has_grad[i] and math.isnan(row.param_norms[i])
+            assert row.update_ratios[i] == 0.0
             continue
-        assert row["has_grad"][i]
-        assert row["param_norms"][i] == pytest.approx(expected[name], rel=1e-5)
+        assert row.has_grad[i]
+        assert row.param_norms[i] == pytest.approx(expected[name], rel=1e-5)
         p = dict(m.named_parameters())[name]
         ratio = (p.detach() - before[name]).norm().item() / before[name].norm().item()
-        assert row["update_ratios"][i] == pytest.approx(ratio, rel=1e-4)
-        assert row["weight_norms"][i] == pytest.approx(before[name].norm().item(), rel=1e-5)
-    assert row["grad_norm"] == pytest.approx(math.sqrt(sum(v * v for v in expected.values())), rel=1e-5)
-    assert row["grad_norm_clipped"] == row["grad_norm"]
-    assert row["lr"] == 0.01 and row["nonfinite"] == 0 and row["step_time"] > 0
+        assert row.update_ratios[i] == pytest.approx(ratio, rel=1e-4)
+        assert row.weight_norms[i] == pytest.approx(before[name].norm().item(), rel=1e-5)
+    assert row.grad_norm == pytest.approx(math.sqrt(sum(v * v for v in expected.values())), rel=1e-5)
+    assert row.grad_norm_clipped == row.grad_norm
+    assert row.lr == 0.01 and row.nonfinite == 0 and row.step_time > 0
 
 
 def test_stepstats_clipping_matches_clip_grad_norm(path):
@@ -88,14 +87,14 @@ def test_stepstats_clipping_matches_clip_grad_norm(path):
     loss = _backward(m)
     st.grads_ready(max_norm=0.05)
     row = st.finish(loss)
-    assert row["grad_norm"] == pytest.approx(expected_total, rel=1e-5)
+    assert row.grad_norm == pytest.approx(expected_total, rel=1e-5)
     actual = math.sqrt(sum(p.grad.norm().item() ** 2 for p in m.parameters() if p.grad is not None))
     assert actual <= 0.05 + 1e-6
-    assert row["grad_norm_clipped"] == pytest.approx(actual, rel=1e-4)
+    assert row.grad_norm_clipped == pytest.approx(actual, rel=1e-4)
     for p, q in zip(ref.parameters(), m.parameters()):
         if p.grad is not None:
             torch.testing.assert_close(p.grad, q.grad)
-    assert math.isnan(row["update_ratios"][0])          # no after_update: not measured
+    assert math.isnan(row.update_ratios[0])          # no after_update: not measured
 
 
 def test_stepstats_skip_updates(path):
@@ -108,7 +107,7 @@ def test_stepstats_skip_updates(path):
     opt.step()
     st.after_update()
     row = st.finish(loss)
-    assert np.all(np.isnan(row["update_ratios"])) and row["grad_norm"] > 0
+    assert np.all(np.isnan(row.update_ratios)) and row.grad_norm > 0
     assert not st.restore_weights()
 
 
@@ -119,8 +118,8 @@ def test_stepstats_many_vector_params_batched(unused):
     layers = [m for _ in range(6) for m in (nn.Linear(8, 8), nn.LayerNorm(8), nn.GELU())]
     net = nn.ModuleDict({"body": nn.Sequential(*layers), "spare": nn.LayerNorm(8)})   # spare: never called
     st = StepStats(net.named_parameters() if unused else
-                   [(n, p) for n, p in net.named_parameters() if not n.startswith("spare")])
-    assert st._vectors is not None
+                   [(n, p) for n, p in net.named_parameters() if not n.startswith("spare")], strategy="host")
+    assert st.norms.batched is not None
     for step in range(3):
         net.zero_grad()
         st.begin()
@@ -131,11 +130,11 @@ def test_stepstats_many_vector_params_batched(unused):
         for i, name in enumerate(st.names):
             grad = dict(net.named_parameters())[name].grad
             if grad is None:
-                assert not row["has_grad"][i]
+                assert not row.has_grad[i]
             else:
-                assert row["param_norms"][i] == pytest.approx(grad.double().norm().item(), rel=1e-6), name
+                assert row.param_norms[i] == pytest.approx(grad.double().norm().item(), rel=1e-6), name
         expected = math.sqrt(sum(p.grad.double().norm().item() ** 2 for p in net.parameters() if p.grad is not None))
-        assert row["grad_norm"] == pytest.approx(expected, rel=1e-6)
+        assert row.grad_norm == pytest.approx(expected, rel=1e-6)
 
 
 def test_stepstats_nonfinite_and_restore(path):
@@ -150,7 +149,7 @@ def test_stepstats_nonfinite_and_restore(path):
     opt.step()
     st.after_update()
     row = st.finish(loss)
-    assert row["nonfinite"] == 1 and math.isnan(row["grad_norm"])
+    assert row.nonfinite == 1 and math.isnan(row.grad_norm)
     assert st.restore_weights()
     torch.testing.assert_close(m[0].weight.detach(), before)
 

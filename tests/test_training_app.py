@@ -227,7 +227,7 @@ def test_trainer_detail_equals_torch():
     trainer.detail_node = "param:fc1.weight"
     for _ in range(3):
         row = trainer.step()
-    detail = row["node_detail"]
+    detail = row.node_detail
     # replay the same three steps in plain torch: same seed, same batches, same optimizer
     from gradviz.core.script import load_script
 

@@ -23,8 +23,8 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "runs_command", None) != "show":
         print("usage: gradviz runs show RUN [--json]", file=sys.stderr)
         return 2
-    from gradviz.core.record.analysis import summary
     from gradviz.core.record.reader import open_ranks
+    from gradviz.core.record.rundata import summarize
     from gradviz.core.record.schema import RecordError
 
     try:
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"gradviz runs: {exc}", file=sys.stderr)
         return 2
     try:
-        info = summary(readers)
+        info = summarize(readers)
     except RecordError as exc:
         print(f"gradviz runs: {exc}", file=sys.stderr)
         return 2

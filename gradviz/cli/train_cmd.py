@@ -42,7 +42,21 @@ def _num(x: float) -> float | None:
     return x if isinstance(x, float) and math.isfinite(x) else (None if isinstance(x, float) else x)
 
 
+def _progress(row, rate: float, as_json: bool, out) -> None:
+    s = row.step + 1
+    if as_json:
+        print(json.dumps({"step": s, "loss": _num(row.loss), "grad_norm": _num(row.grad_norm),
+                          "grad_norm_clipped": _num(row.grad_norm_clipped),
+                          "lr": _num(row.lr), "steps_per_s": rate}), file=out, flush=True)
+    else:
+        print(f"step {s:6d}  loss {row.loss:.5g}  grad norm {row.grad_norm:.4g}  "
+              f"lr {row.lr:.3g}  {rate:.1f} steps/s", file=out, flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from gradviz.core.devices import training_threads
     from gradviz.core.script import load_script  # a ScriptError goes to the CLI's guard: message + JSON
     from gradviz.core.trainer import NonFiniteLossError, TrainConfig, Trainer
 
@@ -54,30 +68,25 @@ def run(args: argparse.Namespace) -> int:
                              zero_grad_every_step=not args.no_zero_grad, amp=args.amp, seed=args.seed,
                              node_sample_interval_s=None)
         trainer = Trainer(script, config)
+        if trainer.device.type == "cpu":
+            torch.set_num_threads(training_threads())      # the window's policy: one core left free
     except ValueError as exc:   # a configuration the trainer refuses: the guard prints it (and JSON)
         raise UsageError(str(exc)) from None
 
     every = max(1, args.every)
     start = time.perf_counter()
     mark_t, mark_step = start, 0
-    last: dict | None = None
+    last = None
     status, error = 0, None
     try:
         for _ in range(max(0, args.steps)):
             row = trainer.step()
             last = row
-            s = row["step"] + 1
+            s = row.step + 1
             if s % every == 0 or s == args.steps:
                 now = time.perf_counter()
-                rate = (s - mark_step) / max(now - mark_t, 1e-9)
+                _progress(row, (s - mark_step) / max(now - mark_t, 1e-9), args.json, out)
                 mark_t, mark_step = now, s
-                if args.json:
-                    print(json.dumps({"step": s, "loss": _num(row["loss"]), "grad_norm": _num(row["grad_norm"]),
-                                      "grad_norm_clipped": _num(row["grad_norm_clipped"]),
-                                      "lr": _num(row["lr"]), "steps_per_s": rate}), file=out, flush=True)
-                else:
-                    print(f"step {s:6d}  loss {row['loss']:.5g}  grad norm {row['grad_norm']:.4g}  "
-                          f"lr {row['lr']:.3g}  {rate:.1f} steps/s", file=out, flush=True)
     except NonFiniteLossError as exc:
         status, error = 1, exc
     except Interrupted as exc:    # Ctrl-C (the guard's): a summary of the steps done, then exit 130
@@ -87,9 +96,10 @@ def run(args: argparse.Namespace) -> int:
     if status == 0:
         metrics = trainer.evaluate()
     summary = {"summary": True, "script": str(script.path), "steps": trainer.step_index,
-               "device": str(trainer.device), "final_loss": _num(last["loss"]) if last else None,
-               "grad_norm": _num(last["grad_norm"]) if last else None, "metrics": metrics,
-               "seconds": elapsed, "status": "ok" if status == 0 else "nonfinite-loss" if status == 1 else "interrupted"}
+               "device": str(trainer.device), "final_loss": _num(last.loss) if last else None,
+               "grad_norm": _num(last.grad_norm) if last else None, "metrics": metrics,
+               "seconds": elapsed, "threads": torch.get_num_threads(),
+               "status": "ok" if status == 0 else "nonfinite-loss" if status == 1 else "interrupted"}
     if error is not None:
         summary["error"] = str(error)
     if args.json:
@@ -97,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"done: {trainer.step_index} steps in {elapsed:.2f} s on {trainer.device}", file=out)
         if last:
-            print(f"final loss {last['loss']:.5g}, global grad norm {last['grad_norm']:.4g}", file=out)
+            print(f"final loss {last.loss:.5g}, global grad norm {last.grad_norm:.4g}", file=out)
         for name, value in metrics.items():
             shown = f"{100 * value:.1f} %" if name in ("accuracy", "acc") and 0 <= value <= 1 else f"{value:.5g}"
             print(f"{name}: {shown}", file=out)

@@ -7,9 +7,9 @@ script. Each ``step()`` does, in this order::
     for each of k micro-batches:  batch(step*k + j) -> device -> forward -> loss -> backward(loss / k)
     [GradScaler.unscale_]  ->  clip (clip_grad_norm_'s rule)  ->  optimizer.step  ->  schedule
 
-and returns one row of statistics (see ``gradviz.core.stepstats``) plus ``step``,
-``lr`` and, on sampled steps, ``node_norms`` (``{node_id: norm}`` with the ids of
-``gradviz.trace``). No Qt here.
+and returns its ``StepRow`` (see ``gradviz.core.stepstats``): ``step``, ``loss``, ``lr``,
+the gradient statistics and, on sampled steps, ``node_norms`` (``{node_id: norm}`` with the
+ids of ``gradviz.trace``). No Qt here.
 
 The loss is divided by k through the gradient fed to backward (``grad = 1/k``,
 times the AMP scale when AMP is on), not by a ``loss / k`` node, so the autograd
@@ -26,13 +26,14 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from gradviz.core.devices import available_devices, resolve_device, to_device
 from gradviz.core.nodenorms import NodeNormSampler, prepare_inputs
 from gradviz.core.script import ModelScript, ScriptError, check_loss, error_from_exception, load_script
 from gradviz.core.stats import tensor_stats
-from gradviz.core.stepstats import StepStats
+from gradviz.core.stepstats import StepRow, StepStats, loss_value
 from gradviz.core.update_cadence import UpdateCadence
 
-__all__ = ["TrainConfig", "Trainer", "LazyRow", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
+__all__ = ["TrainConfig", "Trainer", "StepRow", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
            "available_devices", "lr_factor"]
 
 OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
@@ -85,28 +86,6 @@ class NonFiniteLossError(ScriptError):
         self.diagnosis = diagnosis
 
 
-def available_devices() -> list[str]:
-    found = ["cpu"]
-    if torch.cuda.is_available():
-        found.append("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        found.append("mps")
-    return found
-
-
-def resolve_device(name: str | None) -> torch.device:
-    name = (name or "auto").lower()
-    if name == "auto":
-        devices = available_devices()
-        return torch.device("cuda" if "cuda" in devices else "mps" if "mps" in devices else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' was asked for but CUDA is not available")
-    if name == "mps" and "mps" not in available_devices():
-        raise ValueError("device 'mps' was asked for but MPS is not available")
-    return torch.device(name)
-
-
 def lr_factor(config: TrainConfig, step: int) -> float:
     """Multiplier of the base learning rate at ``step`` (0-based) for the config's schedule."""
     if config.schedule == "step":
@@ -118,16 +97,6 @@ def lr_factor(config: TrainConfig, step: int) -> float:
     return 1.0
 
 
-def _to(obj: Any, device: torch.device, non_blocking: bool) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj if obj.device == device else obj.to(device, non_blocking=non_blocking)
-    if isinstance(obj, (tuple, list)):
-        return type(obj)(_to(o, device, non_blocking) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _to(v, device, non_blocking) for k, v in obj.items()}
-    return obj
-
-
 def _with_step(exc: ScriptError, step: int) -> ScriptError:
     if getattr(exc, "step", None) is not None:
         return exc
@@ -135,71 +104,6 @@ def _with_step(exc: ScriptError, step: int) -> ScriptError:
                       details=exc.details)
     err.step = step
     return err
-
-
-class LazyRow(dict):
-    """A step row (a dict) whose statistics are built from the captured numbers on first use.
-
-    ``step`` and ``node_norms`` are there at once; reading any other key (or iterating,
-    ``len``, ``get``, ``in``, copying...) builds the rest (``StepStats.build_row``), once.
-    """
-
-    __slots__ = ("_build", "_captured")
-
-    def __init__(self, build: Callable[[tuple], dict], captured: tuple, step: int) -> None:
-        dict.__init__(self, step=step, node_norms=None)
-        self._build = build
-        self._captured = captured
-
-    def _fill(self) -> None:
-        build = self._build
-        if build is None:
-            return
-        self._build = None
-        built = build(self._captured)
-        self._captured = None
-        for key, value in built.items():
-            if not dict.__contains__(self, key):
-                dict.__setitem__(self, key, value)
-
-    def __missing__(self, key):
-        if self._build is None:
-            raise KeyError(key)
-        self._fill()
-        return dict.__getitem__(self, key)
-
-    def _filled(name):  # noqa: N805 - builds the methods below
-        base = getattr(dict, name)
-
-        def method(self, *args, **kwargs):
-            self._fill()
-            return base(self, *args, **kwargs)
-        method.__name__ = name
-        return method
-
-    for _name in ("__contains__", "__iter__", "__len__", "__repr__", "__eq__", "__ne__", "__reversed__",
-                  "__or__", "__ror__", "get", "keys", "items", "values", "copy", "popitem", "setdefault"):
-        locals()[_name] = _filled(_name)
-    del _name, _filled
-    __hash__ = None
-
-    def pop(self, key, *default):
-        if self._build is not None and not dict.__contains__(self, key):
-            self._fill()                    # a key of the built part: build first
-        return dict.pop(self, key, *default)
-
-    @property
-    def built(self) -> bool:
-        """Whether the statistics have been built (read) already."""
-        return self._build is None
-
-    def captured(self) -> tuple | None:
-        """The captured numbers (``StepStats.capture``) while not built yet, else None."""
-        return self._captured if self._build is not None else None
-
-    def __reduce__(self):
-        self._fill()
-        return dict, (dict(self.items()),)
 
 
 class Trainer:
@@ -297,7 +201,7 @@ class Trainer:
                 isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in inputs) and targets.device.type == "cpu":
             return inputs, targets          # the common CPU case: nothing to move
         nb = self._non_blocking
-        return _to(inputs, self.device, nb), _to(targets, self.device, nb)
+        return to_device(inputs, self.device, nb), to_device(targets, self.device, nb)
 
     def _root_grad(self, loss: torch.Tensor, k: int) -> torch.Tensor | None:
         if k == 1 and self.scaler is None:
@@ -322,7 +226,7 @@ class Trainer:
         path, line = self.script.loss_site()
         return (path, line) if path else None
 
-    def step(self) -> dict:
+    def step(self) -> StepRow:
         """One optimizer step; returns its statistics row. Raises ScriptError (with the step)."""
         s = self.step_index
         try:
@@ -332,14 +236,42 @@ class Trainer:
         except ScriptError as exc:
             raise _with_step(exc, s) from None
 
-    def _step(self, s: int) -> dict:
+    def _step(self, s: int) -> StepRow:
+        stats = self.stats
+        stats.begin()
+        if self.config.zero_grad_every_step:
+            self.optimizer.zero_grad(set_to_none=True)
+        loss_sum, node_norms = self._forward_backward(s, self._should_sample())
+        k = self.config.accumulation
+        if self._check_early:
+            # on the CPU the value is at hand: stop before the update touches the weights
+            loss = loss_value(loss_sum) / k
+            if not math.isfinite(loss):
+                self._raise_nonfinite(s, loss)
+        detail = self._node_detail() if node_norms is not None and self.detail_node else None
+        self._optimizer_step(s)
+        if not self._check_early:
+            loss = loss_value(loss_sum) / k          # (one device sync; the norms stay there)
+        row = StepRow(step=s, loss=loss, lr=float(self.optimizer.param_groups[0]["lr"]),
+                      step_time=stats.elapsed(), numbers=stats.numbers(), node_detail=detail)
+        self._cadence.step_took(row.step_time)
+        if not math.isfinite(loss):
+            stats.restore_weights()        # the model stays as it was before the bad update
+            self._raise_nonfinite(s, loss)
+        self.step_index = s + 1
+        self._apply_schedule(s + 1)
+        if node_norms is not None:
+            node_norms.update({f"param:{name}": None for name in self._all_params})
+            for name, value, has in zip(self.names, row.param_norms.tolist(), row.has_grad.tolist()):
+                node_norms[f"param:{name}"] = value if has else None
+            row.node_norms = node_norms
+        return row
+
+    def _forward_backward(self, s: int, sample: bool) -> tuple[torch.Tensor, dict | None]:
+        """The k micro-batches of step ``s``: (the summed loss, detached when k > 1; node norms
+        of the last micro-batch when ``sample``)."""
         cfg = self.config
         k = cfg.accumulation
-        model, opt, stats = self.model, self.optimizer, self.stats
-        stats.begin()
-        if cfg.zero_grad_every_step:
-            opt.zero_grad(set_to_none=True)
-        sample = self._should_sample()
         node_norms = None
         loss_sum = None
         for j in range(k):
@@ -349,9 +281,9 @@ class Trainer:
                 inputs = prepare_inputs(inputs)
             if self.amp:
                 with torch.autocast("cuda", dtype=getattr(torch, cfg.amp_dtype)):
-                    raw = self.script.compute_loss(model, inputs, targets)
+                    raw = self.script.compute_loss(self.model, inputs, targets)
             else:
-                raw = self.script.compute_loss(model, inputs, targets)
+                raw = self.script.compute_loss(self.model, inputs, targets)
             loss = check_loss(raw, *self._loss_where)
             grad = self._root_grad(loss, k)
             if sampled:
@@ -364,20 +296,17 @@ class Trainer:
             else:
                 detached = loss.detach()
                 loss_sum = detached if loss_sum is None else loss_sum + detached
-        del loss, raw, inputs, targets
-        if self._check_early:
-            # on the CPU the value is at hand: stop before the update touches the weights
-            value = loss_sum.item() / k
-            if not math.isfinite(value):
-                self._raise_nonfinite(s, value)
-            loss_sum = value
+        return loss_sum, node_norms
+
+    def _optimizer_step(self, s: int) -> None:
+        """Unscale (AMP), gradient statistics and clipping, the optimizer's step, update ratios."""
+        opt, stats = self.optimizer, self.stats
         updates = self._cadence.due(s)
         try:
             if self.scaler is not None:
                 self.scaler.unscale_(opt)
-            detail = self._node_detail() if node_norms is not None and self.detail_node else None
             t_u = time.perf_counter()
-            stats.grads_ready(cfg.max_grad_norm, updates)
+            stats.grads_ready(self.config.max_grad_norm, updates)
             t_u = time.perf_counter() - t_u
             if self.scaler is not None:
                 self.scaler.step(opt)
@@ -393,35 +322,6 @@ class Trainer:
             t_a = time.perf_counter()
             stats.after_update()
             self._cadence.update_took(t_u + time.perf_counter() - t_a)
-        lr = opt.param_groups[0]["lr"]
-        if stats._numpy and node_norms is None:
-            # the hot path: capture the step's numbers; the row's arrays are built when first read
-            captured = stats.capture(loss_sum, lr)
-            loss_value = captured[5]
-            self._cadence.step_took(captured[7])
-            if not math.isfinite(loss_value):
-                stats.restore_weights()
-                self._raise_nonfinite(s, loss_value)
-            self.step_index = s + 1
-            self._apply_schedule(s + 1)
-            return LazyRow(stats.build_row, captured, s)
-        row = stats.finish(loss_sum / k if (k > 1 and not self._check_early) else loss_sum, lr)
-        row["step"] = s
-        self._cadence.step_took(row["step_time"])
-        if not math.isfinite(row["loss"]):
-            stats.restore_weights()        # the model stays as it was before the bad update
-            self._raise_nonfinite(s, row["loss"])
-        self.step_index = s + 1
-        self._apply_schedule(s + 1)
-        if node_norms is not None:
-            for name in self._all_params:
-                node_norms[f"param:{name}"] = None
-            for name, value, has in zip(self.names, row["param_norms"].tolist(), row["has_grad"].tolist()):
-                node_norms[f"param:{name}"] = value if has else None
-        row["node_norms"] = node_norms
-        if detail is not None:
-            row["node_detail"] = detail
-        return row
 
     def _node_detail(self) -> dict | None:
         """Statistics of ``detail_node`` on a sampled step, as the trace would give them."""
@@ -448,7 +348,7 @@ class Trainer:
         path, line = self.script.loss_site()
         raise NonFiniteLossError(s, loss, diagnosis, path, line)
 
-    def run(self, n: int, callback: Callable[[dict], Any] | None = None) -> dict | None:
+    def run(self, n: int, callback: Callable[[StepRow], Any] | None = None) -> StepRow | None:
         """``n`` steps; ``callback(row)`` after each (return False to stop). Returns the last row."""
         row = None
         for _ in range(n):

@@ -153,12 +153,12 @@ class RunPanel(QWidget):
 
     def open(self, path: str | Path, doc: Document | None = None) -> dict:
         """Open a run into ``doc`` (raises RecordError for a bad file; the panel is then empty)."""
-        from gradviz.core.record.analysis import summary
         from gradviz.core.record.reader import open_ranks
+        from gradviz.core.record.rundata import summarize
 
         readers = open_ranks(path)
         try:
-            info = summary(readers)
+            info = summarize(readers)
             all_steps = {r.rank: r.steps(arrays=False) for r in readers}
             node_steps = readers[0].node_steps()
         except Exception:

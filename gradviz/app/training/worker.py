@@ -8,7 +8,6 @@ batched: rows are accumulated and emitted at most ``EMIT_HZ`` times a second.
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 import traceback
@@ -18,79 +17,29 @@ import numpy as np
 import torch
 from PySide6.QtCore import QThread, Signal
 
-from gradviz.core.trainer import LazyRow, TrainConfig, Trainer
+from gradviz.core.devices import training_threads
+from gradviz.core.stepstats import StepRow, step_columns
+from gradviz.core.trainer import TrainConfig, Trainer
 
 EMIT_HZ = 30
 # changing these needs a new model / optimizer; the others apply between two steps
 _REBUILD = ("device", "optimizer", "amp", "amp_dtype", "seed", "momentum", "weight_decay", "track_updates")
 
 
-def rows_to_columns(rows: list[dict]) -> dict:
-    """Step rows -> one dict of numpy columns (what History.extend takes).
-
-    Rows of ``Trainer.step`` not read yet (``LazyRow``) are converted in one numpy pass."""
-    fast = _lazy_columns(rows)
-    if fast is not None:
-        return fast
-    out = {
-        "step": np.fromiter((r["step"] for r in rows), dtype=np.int64, count=len(rows)),
-    }
-    for k in ("loss", "grad_norm", "grad_norm_clipped", "lr", "step_time"):
-        out[k] = np.fromiter((r[k] for r in rows), dtype=np.float64, count=len(rows))
-    out["param_norms"] = np.stack([r["param_norms"] for r in rows]).astype(np.float32, copy=False)
-    out["update_ratios"] = np.stack([r["update_ratios"] for r in rows]).astype(np.float32, copy=False)
-    out["nonfinite"] = np.fromiter((r["nonfinite"] for r in rows), dtype=np.int64, count=len(rows))
-    return out
-
-
-def _lazy_columns(rows: list[dict]) -> dict | None:
-    first = rows[0] if rows else None
-    if not isinstance(first, LazyRow) or first.built:
-        return None
-    build = first._build
-    stats = getattr(build, "__self__", None)
-    if stats is None or not all(isinstance(r, LazyRow) and not r.built and r._build == build for r in rows):
-        return None
-    cols = stats.build_columns([r.captured() for r in rows])
-    if cols is None:
-        return None
+def rows_to_columns(rows: list[StepRow]) -> dict:
+    """Step rows -> one dict of numpy columns (what History.extend takes), in one numpy pass."""
+    cols = step_columns([r.numbers for r in rows])
+    n = len(rows)
     return {
-        "step": np.fromiter((dict.__getitem__(r, "step") for r in rows), dtype=np.int64, count=len(rows)),
-        "loss": cols["loss"], "grad_norm": cols["grad_norm"], "grad_norm_clipped": cols["grad_norm_clipped"],
-        "lr": cols["lr"], "step_time": cols["step_time"],
+        "step": np.fromiter((r.step for r in rows), dtype=np.int64, count=n),
+        "loss": np.fromiter((r.loss for r in rows), dtype=np.float64, count=n),
+        "grad_norm": cols["grad_norm"], "grad_norm_clipped": cols["grad_norm_clipped"],
+        "lr": np.fromiter((r.lr for r in rows), dtype=np.float64, count=n),
+        "step_time": np.fromiter((r.step_time for r in rows), dtype=np.float64, count=n),
         "param_norms": cols["param_norms"].astype(np.float32, copy=False),
         "update_ratios": cols["update_ratios"].astype(np.float32, copy=False),
         "nonfinite": cols["nonfinite"],
     }
-
-
-def _lower_priority(niceness: int = 5) -> None:
-    """Make this (training) thread yield the CPU to the GUI thread when cores are busy.
-
-    Linux lets one thread change its own nice value; elsewhere this does nothing."""
-    if NICENESS is None:
-        return
-    try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, 0) + NICENESS)
-    except (AttributeError, OSError):
-        pass
-
-
-NICENESS: int | None = None   # off: a niced thread preempted while holding the GIL stalls the GUI
-
-_TORCH_THREADS = torch.get_num_threads()     # torch's own choice, before anything changed it
-
-
-def ui_safe_threads() -> int:
-    """Intra-op threads for training in the window (set in the worker thread: torch's count
-    is per thread): all cores but one, which the GUI thread needs. With every core in torch's pool, its spinning workers and the GUI fight over the
-    cores: on a 2-core machine the digits MLP trained at ~400 steps/s in the window against
-    ~1,300 with one core left free (the GUI's painting also shares the GIL)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(_TORCH_THREADS, cores - 1))
 
 
 class TrainingWorker(QThread):
@@ -178,7 +127,7 @@ class TrainingWorker(QThread):
 
     # -- the thread -------------------------------------------------------
     def run(self) -> None:  # noqa: C901 - one loop, kept in one place on purpose
-        rows: list[dict] = []
+        rows: list[StepRow] = []
         trainer = None
         last_emit = 0.0
         last_metrics = time.perf_counter()
@@ -195,11 +144,10 @@ class TrainingWorker(QThread):
                 self.state = state
                 self.stateChanged.emit(state)
 
-        _lower_priority()
         try:
             trainer = Trainer(self.script_path, self.config)
             if trainer.device.type == "cpu":
-                torch.set_num_threads(ui_safe_threads())     # this thread's count only
+                torch.set_num_threads(training_threads())     # this thread's count only
             self.ready.emit(self._info(trainer))
             while not self._stop:
                 if self._reset:
@@ -237,8 +185,8 @@ class TrainingWorker(QThread):
                 trainer.detail_node = self._detail
                 row = trainer.step()
                 self.step_index = trainer.step_index
-                norms = row.pop("node_norms", None)
-                detail = row.pop("node_detail", None) if norms is not None else None
+                norms, detail = row.node_norms, row.node_detail
+                row.node_norms = row.node_detail = None       # the rows' columns go out in batches
                 rows.append(row)
                 if norms is not None:
                     self.nodeNorms.emit(norms, int(row["step"]))

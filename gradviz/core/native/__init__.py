@@ -6,16 +6,19 @@ structure key ~150 us. The C++ module does the same work (same numbers: tests co
 the Python paths and with torch) in a few microseconds. It is optional: without it every path
 runs in Python, unchanged.
 
-It is compiled against the installed torch with ``torch.utils.cpp_extension`` (a C++
-compiler and ninja are needed; ~20 s), into ``$GRADVIZ_CACHE`` (default
-``~/.cache/gradviz``)/``native/<key>``, the key hashing the source, torch, Python and
-platform, so an upgrade of any of them builds a fresh copy. Loading a built copy costs one
+It is opt-in: nothing is compiled unless the user asks. It is compiled against the
+installed torch with ``torch.utils.cpp_extension`` (a C++ compiler and ninja are needed;
+~20 s), into ``$GRADVIZ_CACHE`` (default ``~/.cache/gradviz``)/``native/<key>``, the key
+hashing the source, the torch version and C++ ABI, the Python ABI and the machine -- not the
+interpreter's path, so every virtual environment with the same torch and Python shares one
+build, and an upgrade of either builds a fresh copy. Loading a built copy costs one
 ``import``; no compiler runs then.
 
 * ``gradviz native build`` builds it (and says where, and how long it took);
-* ``GRADVIZ_NATIVE``: ``auto`` (default) uses a built copy, and when there is none starts one
-  build in a background process (low priority; this run stays on the Python path, the next
-  ones are fast); ``0`` never uses it; ``build`` builds it in the foreground when missing.
+* ``GRADVIZ_NATIVE``: ``auto`` (default) uses a built copy when there is one, and never
+  compiles; ``0`` never uses it; ``build`` compiles it in the foreground when missing;
+  ``background`` starts one low-priority build in another process when missing (this run
+  stays on the Python path, later ones are fast).
 """
 from __future__ import annotations
 
@@ -23,14 +26,18 @@ import contextlib
 import hashlib
 import importlib.machinery
 import importlib.util
+import logging
 import os
 import platform
 import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 from types import ModuleType
+
+log = logging.getLogger(__name__)
 
 __all__ = ["get", "build", "ensure", "forced", "status", "cache_dir", "compiler_available", "SOURCE"]
 
@@ -50,7 +57,9 @@ def _compute_key() -> str:
     import torch
 
     h = hashlib.sha256(SOURCE.read_bytes())
-    h.update(f"{torch.__version__}|{sys.version}|{platform.platform()}|{sys.executable}".encode())
+    cxx11_abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)     # libtorch's C++ string ABI
+    python_abi = sysconfig.get_config_var("SOABI") or sys.implementation.cache_tag
+    h.update(f"{torch.__version__}|cxx11abi={cxx11_abi}|{python_abi}|{platform.system()}|{platform.machine()}".encode())
     return h.hexdigest()[:16]
 
 
@@ -147,7 +156,7 @@ def _mode() -> str:
 def get() -> ModuleType | None:
     """The loaded module, or None (disabled, not built yet, or failed to load).
 
-    In ``auto`` mode a missing module starts one background build (see the module docstring)."""
+    Compiles only when ``GRADVIZ_NATIVE`` asks for it (see the module docstring)."""
     if "module" in _state:
         return _state["module"]  # type: ignore[return-value]
     mode = _mode()
@@ -160,12 +169,14 @@ def get() -> ModuleType | None:
             module = _import(path)
         except Exception as exc:               # a broken cache entry: say so, run in Python
             _state["error"] = f"{type(exc).__name__}: {exc}"
+            log.warning("gradviz: the native accelerator in %s does not load (%s); using Python", path, exc)
     elif mode == "build":
         try:
             module = build()
-        except Exception as exc:
+        except Exception as exc:               # no compiler, a compile error: say so, run in Python
             _state["error"] = f"{type(exc).__name__}: {exc}"
-    elif mode == "auto":
+            log.warning("gradviz: building the native accelerator failed (%s); using Python", exc)
+    elif mode == "background":
         _background_build()
     if module is not None:
         _state["module"] = module
@@ -204,8 +215,8 @@ def _background_build() -> None:
             cmd = ["nice", "-n", "19"] + cmd if shutil.which("nice") else cmd
         subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
-    except OSError:
-        pass
+    except OSError as exc:                      # the run goes on in Python
+        log.warning("gradviz: could not start a background build of the native accelerator (%s)", exc)
 
 
 def _main(argv: list[str]) -> int:
@@ -221,7 +232,7 @@ def _main(argv: list[str]) -> int:
         if lock:
             try:
                 os.unlink(lock)
-            except OSError:
+            except FileNotFoundError:
                 pass
 
 

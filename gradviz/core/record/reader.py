@@ -5,8 +5,12 @@ numbers, float32 arrays and JSON text. A file that is not a gradviz run (text,
 another application's SQLite database, truncated or corrupted) or one written by
 a newer gradviz (``user_version`` above ``SCHEMA_VERSION``) raises ``RecordError``.
 
-A reader may follow a file another process is still writing: ``steps_since``
-returns the rows committed after a given step (cheap: primary-key range query).
+A reader never changes a run file: its connection is read-only (``mode=ro``), and a
+WAL-mode file that no writer has open (no ``-wal`` beside it) is opened ``immutable`` so
+SQLite creates nothing next to it. (A live writer's WAL is read, never checkpointed; only
+SQLite's shared-memory index ``-shm`` sees read locks.) A reader may follow a file another
+process is still writing: ``steps(since)`` returns the rows committed after a given step
+(cheap: primary-key range query).
 """
 from __future__ import annotations
 
@@ -43,16 +47,12 @@ class RunReader:
             raise RecordError("no such run file", self.path)
         if self.path.is_dir():
             raise RecordError("is a directory, not a run file", self.path)
-        self._check_header()
+        wal_mode = self._check_header()
+        self._conn: sqlite3.Connection | None = None
         try:
-            # read-write open (not mode=ro) so the WAL of a live writer can be read; we never write
-            self._conn = sqlite3.connect(f"file:{self.path}?mode=rw", uri=True, check_same_thread=False)
-            self._conn.execute("PRAGMA query_only=ON")
+            self._conn = _connect(self.path, wal_mode)
         except sqlite3.Error as exc:
-            try:
-                self._conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
-            except sqlite3.Error:
-                raise _sqlite_error(exc, self.path) from None
+            raise _sqlite_error(exc, self.path) from None
         try:
             self._validate()
             self.meta: dict[str, Any] = self._read_meta()
@@ -68,7 +68,8 @@ class RunReader:
         self._graph_cache: dict[int, tuple[list[str], nx.DiGraph]] = {}
 
     # -- validation -------------------------------------------------------
-    def _check_header(self) -> None:
+    def _check_header(self) -> bool:
+        """Raises for a file that is not a gradviz run; True when it is in WAL mode."""
         try:
             with open(self.path, "rb") as fh:
                 head = fh.read(100)
@@ -79,6 +80,7 @@ class RunReader:
         app_id = int.from_bytes(head[68:72], "big")
         if app_id != APPLICATION_ID:
             raise RecordError("not a gradviz run file (a SQLite database of another application)", self.path)
+        return head[18] == 2                 # file format "read version" 2: WAL
 
     def _validate(self) -> None:
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
@@ -135,11 +137,12 @@ class RunReader:
     def steps(self, since: int | None = None, *, arrays: bool = True) -> dict[str, np.ndarray]:
         """Columns of the steps after ``since`` (all when None) as numpy arrays.
 
-        Keys: step, time, loss, grad_norm, lr, update_ratio, node_sampled, and
+        Keys: step, time, loss, grad_norm, lr, update_ratio, node_sampled, ``loss_given``
+        (False where no loss was recorded; ``loss`` is NaN there and where it was NaN), and
         (``arrays``) ``grad_norms`` (n_steps x n_params; NaN = no gradient),
         ``has_grad`` (bool, same shape) and ``update_ratios`` (NaN = not recorded).
         """
-        cols = "step, time, loss, grad_norm, lr, update_ratio, node_sampled"
+        cols = "step, time, loss, grad_norm, lr, update_ratio, node_sampled, loss IS NOT NULL"
         if arrays:
             cols += ", grad_norms, update_ratios"
         lo = -(2 ** 62) if since is None else int(since)
@@ -152,15 +155,16 @@ class RunReader:
         for i, key in enumerate(STEP_FIELDS[1:], start=1):
             out[key] = np.array([unreal(r[i]) for r in rows], dtype=np.float64)
         out["node_sampled"] = np.array([bool(r[6]) for r in rows], dtype=bool)
+        out["loss_given"] = np.array([bool(r[7]) for r in rows], dtype=bool)
         if arrays:
             p = len(self.param_names)
             norms = np.full((n, p), np.nan)
             ratios = np.full((n, p), np.nan)
             for i, r in enumerate(rows):
-                if r[7] is not None:
-                    norms[i] = from_blob(r[7], p)
                 if r[8] is not None:
-                    ratios[i] = from_blob(r[8], p)
+                    norms[i] = from_blob(r[8], p)
+                if r[9] is not None:
+                    ratios[i] = from_blob(r[9], p)
             has = norms != -1.0
             norms[~has] = np.nan
             out["grad_norms"] = norms
@@ -183,6 +187,11 @@ class RunReader:
         """Steps that have per-node gradient norms."""
         lo = -(2 ** 62) if since is None else int(since)
         return [int(r[0]) for r in self._query("SELECT step FROM node_norms WHERE step > ? ORDER BY step", (lo,))]
+
+    def graph_id_at(self, step: int) -> int | None:
+        """The id of the graph structure whose node norms were recorded at ``step`` (None: none there)."""
+        rows = self._query("SELECT graph_id FROM node_norms WHERE step = ?", (int(step),))
+        return int(rows[0][0]) if rows else None
 
     def graph(self, graph_id: int | None = None) -> nx.DiGraph | None:
         """The stored structure as an ``nx.DiGraph`` in the schema of ARCHITECTURE.md
@@ -237,8 +246,7 @@ class RunReader:
         if got is None:
             return self.graph()
         s, norms = got
-        gid = self._query("SELECT graph_id FROM node_norms WHERE step = ?", (s,))[0][0]
-        g = self.graph(int(gid))
+        g = self.graph(self.graph_id_at(s))
         for nid, norm in norms.items():
             if nid in g:
                 g.nodes[nid]["grad_norm"] = norm
@@ -303,6 +311,15 @@ def graph_from_json(data: dict) -> nx.DiGraph:
     g.graph.setdefault("loss", None)
     g.graph.setdefault("modules", {})
     return g
+
+
+def _connect(path: Path, wal_mode: bool) -> sqlite3.Connection:
+    """A read-only connection (see the module docstring): ``immutable`` for a WAL file that no
+    writer has open (a writer keeps its ``-wal`` while it runs), ``mode=ro`` otherwise."""
+    uri = path.resolve().as_uri()
+    if wal_mode and not Path(f"{path}-wal").exists():
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
+    return sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
 
 
 def open_run(path: str | os.PathLike) -> RunReader:

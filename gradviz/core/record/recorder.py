@@ -35,9 +35,10 @@ What is recorded, per step (one row per ``w.step`` call):
 
 How node norms are taken with only ``w.step(loss)`` after backward: node hooks
 must be in place before backward runs. When the next step is a sampled one, ``w.step``
-arms a tap: ``torch.autograd.backward`` (what ``loss.backward()`` calls) is swapped for a
-pass-through that hands this thread's next backward to the watch, then puts the function
-back. There, before the backward runs, the loss's graph is walked and its structure keyed;
+arms a tap (``gradviz.core.record.tap``): ``torch.autograd.backward`` (what
+``loss.backward()`` calls) is swapped for a pass-through that hands this thread's next
+backward to the watch, then puts the function back (a registered process patch; where it
+cannot be installed, a ``TorchFunctionMode`` waits for ``Tensor.backward`` instead). There, before the backward runs, the loss's graph is walked and its structure keyed;
 a new structure is stored (with the module paths captured by forward hooks on the first
 sampled step) and run under the Python hooks of ``NodeNormSampler.hooked_backward``, placed
 by a ``hook_plan`` cached per structure (about one hook per three nodes: a node whose only
@@ -51,15 +52,23 @@ norms need the backward to go through ``torch.autograd.backward`` (``loss.backwa
 not ``torch.autograd.grad``); a sampled step that misses it simply has no node norms.
 Nothing keeps the autograd graph alive after the step.
 
+Commits: rows are buffered and committed at the first step, then every ``commit_seconds``
+(0.5) or ``commit_every`` (1000) rows, from ``w.step``; when no ``w.step`` comes (an
+evaluation, a stalled data loader) a background thread commits what is buffered
+``commit_seconds`` after it was recorded, and interpreter exit commits the rest. A killed
+process loses at most the last ``commit_seconds`` of steps.
+
 Files: SQLite, see ``gradviz.core.record.schema``. Under ``torch.distributed``
 (world size > 1) each rank writes its own file: ``run.gvrun`` -> ``run.rank0.gvrun``,
 ``run.rank1.gvrun`` ... (or format ``{rank}`` in the path), with rank and world size
 in the meta table. Errors writing the file raise ``RecordError`` from the
-constructor (bad path) or from ``w.step`` (disk full), never silently later.
+constructor (bad path) or from ``w.step`` (disk full; a background commit's error at the
+next ``w.step`` or ``close``), never silently later.
 """
 from __future__ import annotations
 
-import atexit
+import collections
+import logging
 import math
 import os
 import socket
@@ -74,16 +83,19 @@ from torch import nn
 
 from gradviz.core.record.ddp import dist_info, unwrap_model
 from gradviz.core.record.rows import store_rows
-from gradviz.core.record.sampling import NodeSampling
+from gradviz.core.record.sampling import NodeRecording
 from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
 from gradviz.core.record.writer import RunWriter
 from gradviz.core.stepstats import StepStats
 from gradviz.core.update_cadence import UpdateCadence
+from gradviz.core.version import __version__
+
+log = logging.getLogger(__name__)
 
 __all__ = ["watch", "Watch", "unwrap_model", "dist_info"]
 
 
-class Watch(NodeSampling):
+class Watch:
     """Records a training loop; see the module docstring. Use as a context manager or call ``close()``."""
 
     def __init__(self, model: nn.Module, path: str | os.PathLike, every: int | None = 10,
@@ -97,64 +109,62 @@ class Watch(NodeSampling):
         self.module = unwrap_model(model)
         self.every = int(every) if every else 0
         self.optimizer = optimizer
-        self.record_graph = graph
-        self.capture_modules = capture_modules
         drank, dworld = dist_info()
         self.rank = drank if rank is None else int(rank)
         self.world_size = dworld if world_size is None else int(world_size)
         self.path = rank_path(path, self.rank, self.world_size)
-
         self.stats = StepStats(self.module.named_parameters(), track_updates=optimizer is not None)
         self.param_names = list(self.stats.names)
-        import gradviz
-
-        meta = {
-            "format": SCHEMA_VERSION, "gradviz_version": gradviz.__version__, "torch_version": torch.__version__,
-            "created": time.time(), "model_class": f"{type(self.module).__module__}.{type(self.module).__qualname__}",
-            "wrapper": type(model).__name__ if model is not self.module else None,
-            "param_names": self.param_names, "param_shapes": [list(p.shape) for p in self.stats.params],
-            "param_numel": [int(p.numel()) for p in self.stats.params], "rank": self.rank,
-            "world_size": self.world_size, "hostname": socket.gethostname(), "pid": os.getpid(),
-            "every": self.every, "optimizer": type(optimizer).__name__ if optimizer is not None else None,
-            "device": str(self.stats.device), "argv": list(sys.argv), "status": "running",
-        }
-        self._writer = RunWriter(self.path, meta, overwrite=overwrite, commit_every=commit_every,
+        self._writer = RunWriter(self.path, self._meta(model), overwrite=overwrite, commit_every=commit_every,
                                  commit_seconds=commit_seconds)
-
+        self.nodes = NodeRecording(self.module, self.stats, self._writer, every=self.every, record_graph=graph,
+                                   capture_modules=capture_modules)
         self._step = 0                        # index the next w.step gets
-        # rows of the steps since the last commit, converted to arrays in one go when committing
-        self._rows: list[tuple] = []
+        # rows since the last commit, converted to arrays in one go when committing; a deque:
+        # the background commit takes rows from it while w.step appends (both atomic)
+        self._rows: collections.deque[tuple] = collections.deque()
         self._commit_every = max(1, int(commit_every))
         self._commit_seconds = float(commit_seconds)
         # the first step is committed at once: a path that cannot take rows (a full disk) fails
         # in the user's loop at step 0; later commits come every commit_seconds (or commit_every rows)
         self._last_flush = -math.inf
+        self._background_error: RecordError | None = None
         self._on_cpu = self.stats.device.type == "cpu"
-        # update-ratio cadence (see the module docstring): None = auto
-        self._cadence = UpdateCadence(update_ratio_every)
+        self._cadence = UpdateCadence(update_ratio_every)      # update ratios: None = auto
         self._t_prev: float | None = None
         self._upd_now = False
         self._upd_cost = 0.0
         self._closed = False
-        self._lock = threading.RLock()
-        # per-step state machine (see module docstring)
+        # the open step (see "before or after opt.step()" in the module docstring)
         self._grads_read = False              # grads of the current step already read (w.step or pre-hook)
         self._awaiting_update = False         # w.step done, optimizer step expected
         self._updated = False                 # optimizer step done for the current step
         self._open_loss: Any = None
         self._open_step: int | None = None
         self._lr: float | None = None
-        self._t_open = time.time()
-        self._init_sampling()                 # node norms (sampling.py)
-
         self._handles: list[Any] = []
-        self._arm_sampling(True)              # step 0 is sampled
+        if self.every:
+            self.nodes.arm(0, True)           # step 0 is sampled
         if optimizer is not None:
             self._handles.append(optimizer.register_step_pre_hook(self._opt_pre))
             self._handles.append(optimizer.register_step_post_hook(self._opt_post))
         self._writer.before_commit = weakref.WeakMethod(self._drain)
+        # interpreter exit commits what is buffered (weakref.finalize runs at exit)
         self._finalizer = weakref.finalize(self, _close_writer, self._writer)
-        atexit.register(self._finalizer)
+        _BACKGROUND.add(self)
+
+    def _meta(self, model: nn.Module) -> dict[str, Any]:
+        params, optimizer = self.stats.params, self.optimizer
+        return {
+            "format": SCHEMA_VERSION, "gradviz_version": __version__, "torch_version": torch.__version__,
+            "created": time.time(), "model_class": f"{type(self.module).__module__}.{type(self.module).__qualname__}",
+            "wrapper": type(model).__name__ if model is not self.module else None,
+            "param_names": self.param_names, "param_shapes": [list(p.shape) for p in params],
+            "param_numel": [int(p.numel()) for p in params], "rank": self.rank,
+            "world_size": self.world_size, "hostname": socket.gethostname(), "pid": os.getpid(),
+            "every": self.every, "optimizer": type(optimizer).__name__ if optimizer is not None else None,
+            "device": str(self.stats.device), "argv": list(sys.argv), "status": "running",
+        }
 
     # -- public -----------------------------------------------------------
     @property
@@ -170,8 +180,9 @@ class Watch(NodeSampling):
         """Record the step whose backward just ran; returns its step number."""
         if self._closed:
             raise RecordError("this watch is closed", self.path)
-        if self._capture is not None or (self._tap is not None and self._tap.armed):
-            self._drop_tap()
+        nodes = self.nodes
+        if nodes.pending:
+            nodes.disarm()
         if self._open_step is not None and not self._updated:
             # previous step still open: its optimizer step never came (or w.step twice)
             self._finish_open()
@@ -191,20 +202,20 @@ class Watch(NodeSampling):
         if rows and (len(rows) >= self._commit_every or time.monotonic() - self._last_flush >= self._commit_seconds):
             self._flush()
         every = self.every
-        if every and (self._step % every == 0 or self._fwd_handles):
-            self._arm_sampling(self._step % every == 0)
+        if every and (self._step % every == 0 or nodes.pending):
+            nodes.arm(self._step, self._step % every == 0)
         return s
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        _BACKGROUND.discard(self)
         try:
-            self._drop_tap()
+            self.nodes.close()
             if self._open_step is not None:
                 self._finish_open()
             self._flush()
-            self._arm_sampling(False)
             for h in self._handles:
                 h.remove()
             self._handles.clear()
@@ -273,11 +284,9 @@ class Watch(NodeSampling):
             s = self._step
         if not self._grads_read:
             self._read_grads(s)
-        node = self._node_result
-        self._node_result = None
         lr = self._lr if self._lr is not None else _lr_of(self.optimizer)
-        self._rows.append((s, time.time(), self._open_loss, lr, self.stats.raw(),
-                           self._updated and self._upd_now, node))
+        self._rows.append((s, time.time(), self._open_loss, lr, self.stats.numbers(),
+                           self._updated and self._upd_now, self.nodes.take()))
         self._open_step = None
         self._open_loss = None
         self._grads_read = False
@@ -287,22 +296,73 @@ class Watch(NodeSampling):
 
     def _flush(self) -> None:
         """Convert the buffered rows (one numpy pass) and commit them in one transaction."""
+        error, self._background_error = self._background_error, None
+        if error is not None:
+            raise error
         self._writer.commit()            # calls _drain first
 
     def _drain(self) -> None:
         """Hand the buffered rows to the writer (converted in one numpy pass), without committing."""
         self._last_flush = time.monotonic()
-        rows, self._rows = self._rows, []
-        if not rows:
+        rows, popleft = self._rows, self._rows.popleft
+        taken = [popleft() for _ in range(len(rows))]     # rows appended meanwhile wait for the next commit
+        if taken:
+            store_rows(self._writer, taken)
+
+    def _commit_stalled(self) -> None:
+        """The background thread's call: commit rows that waited ``commit_seconds`` for a ``w.step``."""
+        if self._closed or not self._rows or time.monotonic() - self._last_flush < self._commit_seconds:
             return
-        store_rows(self._writer, rows, len(self.param_names))
+        try:
+            self._writer.commit()
+        except RecordError as exc:            # raised in the user's thread at the next w.step / close
+            self._background_error = exc
+
+
+class _BackgroundCommits:
+    """One daemon thread for every open watch of the process: commits what a stalled loop
+    (no ``w.step`` for ``commit_seconds``) left buffered. It runs only while watches are open."""
+
+    def __init__(self) -> None:
+        self._watches: weakref.WeakSet[Watch] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+
+    def add(self, w: Watch) -> None:
+        with self._lock:
+            self._watches.add(w)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="gradviz-watch-commits", daemon=True)
+                self._thread.start()
+
+    def discard(self, w: Watch) -> None:
+        with self._lock:
+            self._watches.discard(w)
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                watches = list(self._watches)
+                if not watches:
+                    self._thread = None
+                    return
+            interval = min(w._commit_seconds for w in watches) / 2
+            for w in watches:
+                w._commit_stalled()
+            del watches, w                  # hold no watch while sleeping (weak set)
+            self._wake.wait(max(0.05, interval))
+
+
+_BACKGROUND = _BackgroundCommits()
 
 
 def _close_writer(writer: RunWriter) -> None:
+    """A watch garbage-collected or alive at interpreter exit: commit and close its file."""
     try:
         writer.close()
-    except Exception:
-        pass
+    except RecordError:
+        log.warning("gradviz.watch: the run file could not be closed cleanly", exc_info=True)
 
 
 def _lr_of(optimizer) -> float | None:
@@ -311,7 +371,7 @@ def _lr_of(optimizer) -> float | None:
     try:
         lr = optimizer.param_groups[0]["lr"]
         return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
-    except Exception:
+    except (IndexError, KeyError, TypeError, ValueError, RuntimeError):   # no usable lr: recorded as none
         return None
 
 
@@ -323,7 +383,8 @@ def watch(model: nn.Module, path: str | os.PathLike, every: int | None = 10,
     first 10 steps, then as often as keeps their cost under 0.5 % of the step time
     (``update_ratio_every=N`` forces every N steps); unmeasured steps have none.
     Rows are buffered in memory and committed at the first step, then every
-    ``commit_seconds`` (0.5) or ``commit_every`` (1000) steps, whichever comes first; a watch garbage-collected without ``close()`` may lose the
-    uncommitted ones (``close()``, a ``with`` block or interpreter exit commit them).
+    ``commit_seconds`` (0.5) or ``commit_every`` (1000) steps, whichever comes first, and by a
+    background thread when no ``w.step`` comes for ``commit_seconds``; ``close()``, a ``with``
+    block, garbage collection or interpreter exit commit the rest.
     """
     return Watch(model, path, every=every, optimizer=optimizer, **options)

@@ -8,7 +8,7 @@ import torch
 
 from gradviz.core.record.schema import NO_VALUE, real
 from gradviz.core.record.writer import RunWriter
-from gradviz.core.stepstats import rows_from_raw
+from gradviz.core.stepstats import step_columns
 
 __all__ = ["store_rows"]
 
@@ -16,13 +16,13 @@ _ONE = np.ones(1)
 _MISSING = np.full(1, NO_VALUE)
 
 
-def store_rows(writer: RunWriter, rows: list[tuple], n_params: int) -> None:
+def store_rows(writer: RunWriter, rows: list[tuple]) -> None:
     """Hand buffered rows to ``writer`` (step rows and node norms), without committing.
 
-    ``rows`` are the recorder's ``(step, time, loss, lr, StepStats.raw(), updated, node)``
+    ``rows`` are the recorder's ``(step, time, loss, lr, StepStats.numbers(), updated, node)``
     tuples, ``node`` None or ``(graph id, selector, walk-order node norms)``.
     """
-    arr = rows_from_raw([r[4] for r in rows], n_params)
+    arr = step_columns([r[4] for r in rows])
     losses = _losses([r[2] for r in rows])
     has = arr["has_grad"]
     grad_blobs = np.where(has, arr["param_norms"], NO_VALUE).astype("<f4")
@@ -71,7 +71,7 @@ def _losses(values: list) -> list:
             with torch.no_grad():
                 host = iter(torch.stack([t.reshape(()).to(tensors[0].device, torch.float64)
                                          for t in tensors]).cpu().tolist())
-        except Exception:
+        except (RuntimeError, TypeError):     # losses on several devices / of odd shapes: one by one
             host = iter([float(t.reshape(())) if t.numel() == 1 else float("nan") for t in tensors])
         values = [next(host) if isinstance(v, torch.Tensor) else v for v in values]
     return [None if v is None else float(v) for v in values]

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from gradviz.core.record.schema import (APPLICATION_ID, DDL, SCHEMA_VERSION, RecordError, real, to_blob)
+
+log = logging.getLogger(__name__)
 
 
 def _error(exc: BaseException, path: Path, doing: str) -> RecordError:
@@ -42,7 +46,8 @@ def is_gradviz_run(path: Path) -> bool:
 
 
 class RunWriter:
-    """Writes one run file. Not thread-safe: use it from one thread."""
+    """Writes one run file. Its methods may be called from several threads (the loop's and the
+    watch's background commits): one lock serialises them."""
 
     def __init__(self, path: str | os.PathLike, meta: dict[str, Any], *, overwrite: bool = True,
                  commit_every: int = 1000, commit_seconds: float = 0.5) -> None:
@@ -55,6 +60,7 @@ class RunWriter:
         self.committed_step: int | None = None     # last step durably in the file
         self._last_step: int | None = None
         self._conn: sqlite3.Connection | None = None
+        self._lock = threading.RLock()
         # called first by commit(): lets an owner that buffers rows itself hand them over
         self.before_commit = None
         self._open(meta, overwrite)
@@ -140,15 +146,17 @@ class RunWriter:
 
     def add_graph(self, step: int, structure_hash: str, nodes: list[str], graph_json: str) -> int:
         """Store a graph structure now (committed at once); returns its id."""
-        self.commit()
-        cur = self._execute("INSERT INTO graphs(step, hash, nodes, graph) VALUES (?, ?, ?, ?)",
-                            (int(step), structure_hash, json.dumps(nodes), graph_json))
-        return int(cur.lastrowid)
+        with self._lock:
+            self._commit()
+            cur = self._execute("INSERT INTO graphs(step, hash, nodes, graph) VALUES (?, ?, ?, ?)",
+                                (int(step), structure_hash, json.dumps(nodes), graph_json))
+            return int(cur.lastrowid)
 
     def update_graph(self, graph_id: int, graph_json: str) -> None:
         """Replace the JSON of a stored structure (same node ids, more attributes)."""
-        self.commit()
-        self._execute("UPDATE graphs SET graph = ? WHERE id = ?", (graph_json, int(graph_id)))
+        with self._lock:
+            self._commit()
+            self._execute("UPDATE graphs SET graph = ? WHERE id = ?", (graph_json, int(graph_id)))
 
     def add_node_norms(self, step: int, graph_id: int, norms: Sequence[float] | bytes) -> None:
         self._nodes.append((int(step), int(graph_id), _blob(norms)))
@@ -159,6 +167,10 @@ class RunWriter:
 
     def commit(self) -> None:
         """Write the buffered rows in one transaction."""
+        with self._lock:
+            self._commit()
+
+    def _commit(self) -> None:
         self._last_commit = time.monotonic()
         if self.before_commit is not None:
             fn = self.before_commit()
@@ -185,16 +197,20 @@ class RunWriter:
         self.committed_step = self._last_step
 
     def close(self) -> None:
-        if self._conn is None:
-            return
-        try:
-            self.commit()
+        """Commit, fold the WAL into the file and leave it in rollback-journal mode: a closed run
+        is then one self-contained file that read-only readers open without creating any."""
+        with self._lock:
+            if self._conn is None:
+                return
             try:
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error:
-                pass
-        finally:
-            self._abort()
+                self._commit()
+                try:
+                    self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    self._conn.execute("PRAGMA journal_mode=DELETE")
+                except sqlite3.Error:        # a reader holds it open: it stays a WAL file, still complete
+                    log.debug("run file %s left in WAL mode", self.path, exc_info=True)
+            finally:
+                self._abort()
 
     # -- helpers ------------------------------------------------------------
     def _require(self) -> sqlite3.Connection:
@@ -203,11 +219,12 @@ class RunWriter:
         return self._conn
 
     def _execute(self, sql: str, params: tuple) -> sqlite3.Cursor:
-        conn = self._require()
-        try:
-            return conn.execute(sql, params)
-        except sqlite3.Error as exc:
-            raise _error(exc, self.path, "writing") from None
+        with self._lock:
+            conn = self._require()
+            try:
+                return conn.execute(sql, params)
+            except sqlite3.Error as exc:
+                raise _error(exc, self.path, "writing") from None
 
 
 _ROWS_PER_INSERT = 50           # 450 parameters per statement: under SQLite's oldest limit (999)

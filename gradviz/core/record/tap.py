@@ -1,0 +1,204 @@
+"""The backward tap: hands the next backward of a thread to the ``watch`` waiting for it.
+
+``watch`` is called after backward (``loss.backward(); w.step(loss)``), yet the per-node
+norms of a sampled step need hooks on the graph *before* its backward runs. So the
+``w.step`` before a sampled step makes its ``NodeRecording`` wait for the next backward of
+this thread, by one of two mechanisms:
+
+* the ``backward-tap`` process patch (the fast path): ``torch.autograd.backward``, which
+  ``Tensor.backward`` calls through the module attribute on every supported torch, is
+  swapped for a pass-through dispatcher while some watch waits, and put back when none does.
+  A module attribute, not ``Tensor``'s: a class attribute write would reset every cached
+  method lookup on tensors. Installing it checks once that ``Tensor.backward`` really goes
+  through it; if not (a future torch), or if the swap fails, it is never tried again;
+* the slower path: a ``TorchFunctionMode`` pushed from ``w.step`` that sees the
+  ``Tensor.backward`` call (it routes every op of the sampled step's forward through Python,
+  ~2x a small model's forward on the sampled steps only). A warning says once why.
+
+Either way, each waiting owner's ``sampled_backward(root, run)`` gets the call in arming
+order: it places its hooks when the graph holds its parameters (else it keeps waiting) and
+calls ``run()``, which continues to the next owner and finally to torch's backward.
+Calls from other threads pass straight through.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from typing import Any, Callable, Protocol
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from gradviz.core.process_patches import ProcessPatch, register
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BackwardTap", "TapOwner", "BACKWARD_PATCH", "StillWrapped"]
+
+
+class TapOwner(Protocol):
+    def sampled_backward(self, root: Any, run: Callable[[], None]) -> None:
+        """Call ``run()`` (the backward) exactly once. When ``root``'s graph is the owner's, it
+        first stops waiting (``BackwardTap.disarm``: a backward nested in this one, e.g. a
+        reentrant checkpoint's, then passes through) and hooks the graph."""
+
+
+_waiting: dict[int, list[weakref.ref]] = {}       # thread id -> owners waiting there, in arming order
+_original: list[Callable] = []                    # torch.autograd.backward before the swap
+_state = {"probing": False, "seen": False, "failed": False}
+
+
+def _root(args: tuple, kwargs: dict) -> Any:
+    root = args[0] if args else kwargs.get("tensors")
+    if isinstance(root, (tuple, list)) and len(root) == 1:
+        root = root[0]
+    return root
+
+
+def _offer(owners: list[weakref.ref], root: Any, backward: Callable[[], Any]) -> Any:
+    """Offer one backward to each waiting owner in turn (each may hook the graph), then run it."""
+    result: list = [None]
+
+    def run(i: int) -> None:
+        while i < len(owners):
+            owner = owners[i]()
+            i += 1
+            if owner is not None:
+                owner.sampled_backward(root, lambda: run(i))
+                return
+        result[0] = backward()
+
+    run(0)
+    return result[0]
+
+
+def _dispatch(tensors, *args, **kwargs):
+    """What ``torch.autograd.backward`` is while some watch waits."""
+    original = _original[0]
+    owners = _waiting.get(threading.get_ident())
+    if not owners or _state["probing"]:
+        _state["seen"] = True
+        return original(tensors, *args, **kwargs)
+    return _offer(list(owners), _root((tensors,) + args, kwargs), lambda: original(tensors, *args, **kwargs))
+
+
+def _install() -> None:
+    if torch.autograd.backward is _dispatch:
+        return
+    _original[:] = [torch.autograd.backward]
+    torch.autograd.backward = _dispatch
+    if not _state["seen"]:
+        _probe()
+
+
+def _probe() -> None:
+    """Check once that ``Tensor.backward`` calls the swapped function (raises if not)."""
+    _state["probing"] = True
+    try:
+        x = torch.zeros(1, requires_grad=True)
+        with torch.enable_grad():
+            (x * 1.0).sum().backward()
+    finally:
+        _state["probing"] = False
+    if not _state["seen"]:
+        _uninstall()
+        raise RuntimeError(f"Tensor.backward does not call torch.autograd.backward on torch {torch.__version__}")
+
+
+class StillWrapped(RuntimeError):
+    """Something swapped ``torch.autograd.backward`` over the dispatcher: it stays, inert."""
+
+
+def _uninstall() -> None:
+    current = torch.autograd.backward
+    if current is _dispatch:
+        torch.autograd.backward = _original[0]
+    elif _original and current is not _original[0]:
+        # another wrapper (which may call ours) was put over it: taking ours out would break that
+        # chain, putting ours in again would loop; so the dispatcher stays installed, passing through
+        raise StillWrapped(f"torch.autograd.backward is now {current!r}")
+
+
+BACKWARD_PATCH = register(ProcessPatch(
+    name="backward-tap",
+    why="watch() is called after backward, but the per-node gradient norms of a sampled step need "
+        "hooks on its graph before the backward runs: torch.autograd.backward (what Tensor.backward "
+        "calls) is swapped for a pass-through while a watch waits for its sampled step",
+    install=_install, uninstall=_uninstall))
+
+
+class _ModeTap(TorchFunctionMode):
+    """The slower path: sees ``Tensor.backward`` as a torch function call (see the module docstring)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.backward and _waiting.get(threading.get_ident()):
+            return _offer(list(_waiting[threading.get_ident()]), _root(args, kwargs),
+                          lambda: func(*args, **kwargs))
+        return func(*args, **kwargs)
+
+
+_MODES: dict[int, _ModeTap] = {}           # thread id -> the mode pushed there (slower path only)
+
+
+class BackwardTap:
+    """Arms and disarms the wait of one owner (a ``NodeRecording``) in its thread."""
+
+    def __init__(self, owner: TapOwner) -> None:
+        self._ref = weakref.ref(owner)
+        self.thread = threading.get_ident()
+        self.waiting = False
+
+    def arm(self) -> None:
+        """Wait for the next backward of the calling thread."""
+        self.thread = tid = threading.get_ident()
+        if not self.waiting:
+            _waiting.setdefault(tid, []).append(self._ref)
+            self.waiting = True
+        if not _state["failed"]:
+            if BACKWARD_PATCH.apply():
+                return
+            _state["failed"] = True           # (apply logged why) not tried again in this process
+            log.warning("gradviz.watch: the backward tap is unavailable; sampled steps see backward through a "
+                        "TorchFunctionMode instead (a slower forward on sampled steps only)")
+        if tid not in _MODES:
+            mode = _MODES[tid] = _ModeTap()
+            mode.__enter__()
+
+    @property
+    def pending(self) -> bool:
+        """Waiting, or the slower path's mode is still pushed: ``disarm`` has work to do."""
+        return self.waiting or self.thread in _MODES
+
+    def disarm(self) -> None:
+        """Stop waiting (the backward came, or the step ended without one). Called from inside
+        the backward, the slower path's mode cannot leave yet (torch has it off the stack
+        then): the next call, from ``w.step``, takes it off."""
+        tid = self.thread
+        if self.waiting:
+            self.waiting = False
+            owners = _waiting.get(tid)
+            if owners is not None:
+                owners[:] = [r for r in owners if r is not self._ref and r() is not None]
+                if not owners:
+                    del _waiting[tid]
+            if not _waiting:
+                try:
+                    BACKWARD_PATCH.undo()
+                except StillWrapped as exc:
+                    log.debug("backward tap left installed (inert): %s", exc)
+        if tid not in _waiting:
+            _pop_mode(tid)
+
+
+def _pop_mode(tid: int) -> None:
+    """Leave the slower path's mode of thread ``tid`` when it is on top of that thread's stack."""
+    mode = _MODES.get(tid)
+    if mode is None or tid != threading.get_ident():
+        return
+    if torch.overrides._get_current_function_mode() is mode:
+        del _MODES[tid]
+        mode.__exit__(None, None, None)
+    else:       # the user pushed a mode of their own since: ours stays, inert, until it is on top again
+        log.debug("gradviz.watch: a TorchFunctionMode above the tap's; leaving it in place (inert)")
