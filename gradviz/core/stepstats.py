@@ -127,7 +127,7 @@ class StepStats:
 def loss_value(loss: Any) -> float:
     """A host float of a loss given as a tensor, a number or None (NaN)."""
     if isinstance(loss, torch.Tensor):
-        return float(loss.detach().reshape(()).item())
+        return loss.item()                # (a one-element tensor of any shape; a Python float)
     return _NAN if loss is None else float(loss)
 
 
