@@ -12,7 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from gradviz.core.process_patches import PATCHES
+from gradviz.core import process_patches
+from gradviz.core.process_patches import BACKWARD_TAP, PATCHES, backward_dispatch
 from gradviz.core.record import open_run, watch
 from gradviz.core.record import tap
 
@@ -40,7 +41,8 @@ def _loop(model, path, steps=4, every=2, before_backward=None):
 @pytest.fixture
 def fresh_tap(monkeypatch):
     """The tap's process state as a new process has it (restored after the test)."""
-    monkeypatch.setattr(tap, "_state", {"probing": False, "seen": False, "failed": False})
+    monkeypatch.setattr(tap, "_state", {"failed": False})
+    monkeypatch.setitem(process_patches._tap, "seen", False)
     yield
     assert tap._waiting == {} and not tap._MODES
     assert torch.autograd.backward is ORIGINAL
@@ -51,11 +53,11 @@ ORIGINAL = torch.autograd.backward
 
 def test_registered_with_its_reason_and_undone_between_sampled_steps(tmp_path, fresh_tap):
     patch = PATCHES["backward-tap"]
-    assert patch is tap.BACKWARD_PATCH and "before the backward runs" in patch.why
+    assert patch is BACKWARD_TAP and "before the backward runs" in patch.why
     seen = []
 
     def look(step):          # just before each step's backward: is the dispatcher in place?
-        seen.append(torch.autograd.backward is tap._dispatch)
+        seen.append(torch.autograd.backward is backward_dispatch)
 
     norms = _loop(_model(), tmp_path / "t.gvrun", steps=5, every=2, before_backward=look)
     assert seen == [True, False, True, False, True]        # installed for sampled steps only
@@ -70,8 +72,8 @@ def test_the_slower_path_when_the_patch_cannot_be_installed(tmp_path, fresh_tap,
 
     def refuse():
         raise RuntimeError("simulated: torch.autograd.backward cannot be replaced")
-    monkeypatch.setattr(tap.BACKWARD_PATCH, "install", refuse)
-    monkeypatch.setattr(tap, "_state", {"probing": False, "seen": False, "failed": False})
+    monkeypatch.setattr(BACKWARD_TAP, "install", refuse)
+    monkeypatch.setattr(tap, "_state", {"failed": False})
     modes = []
     with caplog.at_level(logging.WARNING, logger="gradviz"):
         got = _loop(_model(), tmp_path / "slow.gvrun", before_backward=lambda s: modes.append(bool(tap._MODES)))
@@ -95,8 +97,8 @@ def test_a_torch_whose_tensor_backward_bypasses_the_module_attribute(monkeypatch
     def direct_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         original(self, gradient, retain_graph, create_graph, inputs=inputs)    # bound before the swap
     monkeypatch.setattr(torch.Tensor, "backward", direct_backward)
-    assert tap.BACKWARD_PATCH.apply() is False
-    assert torch.autograd.backward is original and not tap.BACKWARD_PATCH.installed
+    assert BACKWARD_TAP.apply() is False
+    assert torch.autograd.backward is original and not BACKWARD_TAP.installed
 
 
 def test_another_wrapper_installed_over_the_tap_is_left_working(tmp_path, fresh_tap, monkeypatch):
@@ -106,7 +108,7 @@ def test_another_wrapper_installed_over_the_tap_is_left_working(tmp_path, fresh_
     model = _model()
     w = watch(model, tmp_path / "w.gvrun", every=2)
     inner = torch.autograd.backward
-    assert inner is tap._dispatch
+    assert inner is backward_dispatch
 
     def theirs(*args, **kwargs):
         calls.append(1)
@@ -122,7 +124,7 @@ def test_another_wrapper_installed_over_the_tap_is_left_working(tmp_path, fresh_
     with open_run(tmp_path / "w.gvrun") as r:
         assert r.node_steps() == [0, 2]
     monkeypatch.undo()                       # their wrapper gone: the inert dispatcher is on top again,
-    tap.BACKWARD_PATCH.undo()                # and now it can leave
+    BACKWARD_TAP.undo()                # and now it can leave
     assert torch.autograd.backward is ORIGINAL
 
 

@@ -253,7 +253,7 @@ def test_training_leaves_a_core_to_the_window(qtbot, win):
     torch its thread count back."""
     import torch
 
-    from gradviz.app.training.worker import ui_safe_threads
+    from gradviz.core.devices import training_threads
 
     before = torch.get_num_threads()
     panel = win.training_panel
@@ -265,6 +265,6 @@ def test_training_leaves_a_core_to_the_window(qtbot, win):
     panel.stop()
     assert panel.worker.wait(10_000)
     assert infos[-1]["device"] == "cpu"
-    assert infos[-1]["threads"] == ui_safe_threads()
+    assert infos[-1]["threads"] == training_threads()
     assert 1 <= infos[-1]["threads"] <= max(1, before)
     assert torch.get_num_threads() == before        # the GUI thread's own count is untouched

@@ -121,7 +121,7 @@ class Trainer:
         self.device = resolve_device(self.config.device)
         self.amp = bool(self.config.amp) and self.device.type == "cuda"
         # a node id (e.g. the window's selection) whose full gradient statistics sampled
-        # steps report as row["node_detail"], so an inspector can follow training
+        # steps report as row.node_detail, so an inspector can follow training
         self.detail_node: str | None = None
         self.reset()
 

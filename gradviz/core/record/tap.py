@@ -5,12 +5,12 @@ norms of a sampled step need hooks on the graph *before* its backward runs. So t
 ``w.step`` before a sampled step makes its ``NodeRecording`` wait for the next backward of
 this thread, by one of two mechanisms:
 
-* the ``backward-tap`` process patch (the fast path): ``torch.autograd.backward``, which
-  ``Tensor.backward`` calls through the module attribute on every supported torch, is
-  swapped for a pass-through dispatcher while some watch waits, and put back when none does.
-  A module attribute, not ``Tensor``'s: a class attribute write would reset every cached
-  method lookup on tensors. Installing it checks once that ``Tensor.backward`` really goes
-  through it; if not (a future torch), or if the swap fails, it is never tried again;
+* the ``backward-tap`` process patch (the fast path, ``gradviz.core.process_patches``):
+  ``torch.autograd.backward``, which ``Tensor.backward`` calls through the module attribute
+  on every supported torch, is swapped for a pass-through dispatcher while some watch waits,
+  and put back when none does; the dispatcher calls ``_route`` here. Installing it checks
+  once that ``Tensor.backward`` really goes through it; if not (a future torch), or if the
+  swap fails, it is not tried again in this process;
 * the slower path: a ``TorchFunctionMode`` pushed from ``w.step`` that sees the
   ``Tensor.backward`` call (it routes every op of the sampled step's forward through Python,
   ~2x a small model's forward on the sampled steps only). A warning says once why.
@@ -30,11 +30,11 @@ from typing import Any, Callable, Protocol
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradviz.core.process_patches import ProcessPatch, register
+from gradviz.core.process_patches import BACKWARD_TAP, StillWrapped, set_backward_handler
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BackwardTap", "TapOwner", "BACKWARD_PATCH", "StillWrapped"]
+__all__ = ["BackwardTap", "TapOwner"]
 
 
 class TapOwner(Protocol):
@@ -45,8 +45,7 @@ class TapOwner(Protocol):
 
 
 _waiting: dict[int, list[weakref.ref]] = {}       # thread id -> owners waiting there, in arming order
-_original: list[Callable] = []                    # torch.autograd.backward before the swap
-_state = {"probing": False, "seen": False, "failed": False}
+_state = {"failed": False}                        # the patch could not be installed: the slower path
 
 
 def _root(args: tuple, kwargs: dict) -> Any:
@@ -73,59 +72,15 @@ def _offer(owners: list[weakref.ref], root: Any, backward: Callable[[], Any]) ->
     return result[0]
 
 
-def _dispatch(tensors, *args, **kwargs):
-    """What ``torch.autograd.backward`` is while some watch waits."""
-    original = _original[0]
+def _route(original: Callable, tensors: Any, args: tuple, kwargs: dict) -> Any:
+    """The backward tap's handler (``process_patches``): this thread's waiting owners, if any."""
     owners = _waiting.get(threading.get_ident())
-    if not owners or _state["probing"]:
-        _state["seen"] = True
+    if not owners:
         return original(tensors, *args, **kwargs)
     return _offer(list(owners), _root((tensors,) + args, kwargs), lambda: original(tensors, *args, **kwargs))
 
 
-def _install() -> None:
-    if torch.autograd.backward is _dispatch:
-        return
-    _original[:] = [torch.autograd.backward]
-    torch.autograd.backward = _dispatch
-    if not _state["seen"]:
-        _probe()
-
-
-def _probe() -> None:
-    """Check once that ``Tensor.backward`` calls the swapped function (raises if not)."""
-    _state["probing"] = True
-    try:
-        x = torch.zeros(1, requires_grad=True)
-        with torch.enable_grad():
-            (x * 1.0).sum().backward()
-    finally:
-        _state["probing"] = False
-    if not _state["seen"]:
-        _uninstall()
-        raise RuntimeError(f"Tensor.backward does not call torch.autograd.backward on torch {torch.__version__}")
-
-
-class StillWrapped(RuntimeError):
-    """Something swapped ``torch.autograd.backward`` over the dispatcher: it stays, inert."""
-
-
-def _uninstall() -> None:
-    current = torch.autograd.backward
-    if current is _dispatch:
-        torch.autograd.backward = _original[0]
-    elif _original and current is not _original[0]:
-        # another wrapper (which may call ours) was put over it: taking ours out would break that
-        # chain, putting ours in again would loop; so the dispatcher stays installed, passing through
-        raise StillWrapped(f"torch.autograd.backward is now {current!r}")
-
-
-BACKWARD_PATCH = register(ProcessPatch(
-    name="backward-tap",
-    why="watch() is called after backward, but the per-node gradient norms of a sampled step need "
-        "hooks on its graph before the backward runs: torch.autograd.backward (what Tensor.backward "
-        "calls) is swapped for a pass-through while a watch waits for its sampled step",
-    install=_install, uninstall=_uninstall))
+set_backward_handler(_route)
 
 
 class _ModeTap(TorchFunctionMode):
@@ -157,7 +112,7 @@ class BackwardTap:
             _waiting.setdefault(tid, []).append(self._ref)
             self.waiting = True
         if not _state["failed"]:
-            if BACKWARD_PATCH.apply():
+            if BACKWARD_TAP.apply():
                 return
             _state["failed"] = True           # (apply logged why) not tried again in this process
             log.warning("gradviz.watch: the backward tap is unavailable; sampled steps see backward through a "
@@ -185,7 +140,7 @@ class BackwardTap:
                     del _waiting[tid]
             if not _waiting:
                 try:
-                    BACKWARD_PATCH.undo()
+                    BACKWARD_TAP.undo()
                 except StillWrapped as exc:
                     log.debug("backward tap left installed (inert): %s", exc)
         if tid not in _waiting:
