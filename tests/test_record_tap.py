@@ -75,8 +75,16 @@ def test_the_slower_path_when_the_patch_cannot_be_installed(tmp_path, fresh_tap,
     monkeypatch.setattr(BACKWARD_TAP, "install", refuse)
     monkeypatch.setattr(tap, "_state", {"failed": False})
     modes = []
-    with caplog.at_level(logging.WARNING, logger="gradviz"):
-        got = _loop(_model(), tmp_path / "slow.gvrun", before_backward=lambda s: modes.append(bool(tap._MODES)))
+    logger = logging.getLogger("gradviz")        # (the CLI, run in-process by other tests, stops propagation)
+    own = not logger.propagate
+    if own:
+        logger.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.WARNING, logger="gradviz"):
+            got = _loop(_model(), tmp_path / "slow.gvrun", before_backward=lambda s: modes.append(bool(tap._MODES)))
+    finally:
+        if own:
+            logger.removeHandler(caplog.handler)
     assert modes == [True, False, True, False]
     assert "TorchFunctionMode" in caplog.text and "simulated" in caplog.text
     assert caplog.text.count("backward tap is unavailable") == 1

@@ -209,7 +209,6 @@ def test_reset_and_evaluate(tmp_path):
 
 def test_digits_mlp_learns_fast():
     tr = Trainer(load_script(SAMPLES / "mlp_digits.py"), TrainConfig(device="cpu", seed=0))
-    start = time.perf_counter()
     first = tr.step().loss
     rows = []
     acc = 0.0
@@ -218,10 +217,8 @@ def test_digits_mlp_learns_fast():
         acc = tr.evaluate()["accuracy"]
         if acc >= 0.9:
             break
-    elapsed = time.perf_counter() - start
-    assert acc >= 0.90, acc
+    assert acc >= 0.90, acc                 # (its speed: benchmarks/bench_training.py)
     assert rows[-1].loss < first / 2
-    assert elapsed < 20          # a few seconds normally; generous for loaded CI machines
 
 
 def _cli(*args, env=None):
