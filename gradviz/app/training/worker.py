@@ -189,7 +189,7 @@ class TrainingWorker(QThread):
                 row.node_norms = row.node_detail = None       # the rows' columns go out in batches
                 rows.append(row)
                 if norms is not None:
-                    self.nodeNorms.emit(norms, int(row["step"]))
+                    self.nodeNorms.emit(norms, row.step)
                 if detail is not None:
                     self.nodeDetail.emit(detail)
                 now = time.perf_counter()
