@@ -97,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
                       details=details)
     except ScriptError as exc:
         print(str(exc), file=sys.stderr)  # file:line: message
+        from gradviz.cli.partial_export import export_failure
+
+        export_failure(exc, args, out)    # a failing forward: the graph up to the failing call
         return 2
     traced = time.perf_counter()
     try:

@@ -24,6 +24,7 @@ How much is computed (``graph.graph['details']``):
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -43,6 +44,7 @@ from gradviz.core.script import ModelScript, check_loss, error_from_exception, l
 from gradviz.core.walk import is_leaf
 
 DETAILS = ("full", "norms")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -183,6 +185,8 @@ def _trace_script(script: ModelScript, options: TraceOptions, model: nn.Module |
         _fill_leaf_grads(graph, node_ids, grads, options)
         graph.graph["details"] = options.details
     graph.graph.update(script=str(script.path), step=options.step, device=str(p.device), meta=options.meta)
+    if not options.meta:
+        _add_cut_branches(graph, script, options)
     _finish_modules(graph, model)
     return TraceRun(graph, model, loss, p.inputs, p.targets, p.capture, node_ids, script)
 
@@ -194,6 +198,18 @@ def _meta_backward(loss: torch.Tensor, loss_site) -> None:
     except Exception as exc:
         path, line = loss_site
         raise error_from_exception(exc, "backward failed", "backward-error", (path, line) if path else None) from None
+
+
+def _add_cut_branches(graph: nx.DiGraph, script: ModelScript, options: TraceOptions) -> None:
+    """The computations cut off from the loss, drawn up to their cut (``core/cut_branches.py``, views')."""
+    from gradviz.core.cut_branches import add_cut_branches
+    from gradviz.core.errors import GradvizError
+
+    try:
+        add_cut_branches(graph, script, step=options.step, seed=options.seed, device=options.device)
+    except GradvizError as exc:   # the forward ran once; if a rerun fails the graph stays without branches
+        log.warning("cut branches not drawn: %s", exc)
+        graph.graph["cut_branches_error"] = str(exc)
 
 
 # -- tensor mode ------------------------------------------------------------

@@ -1,0 +1,28 @@
+"""``gradviz export`` of a script whose forward raises: write the graph up to the failing call.
+
+The exit status stays 2 (the script is broken); the error with ``file:line`` has been
+printed already; this adds the partial graph at the requested path and says so.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def export_failure(error: BaseException, args: Any, out: Path) -> None:
+    from gradviz.core.export import ExportError, export_graph
+    from gradviz.core.partial_trace import failure_graph_for
+
+    graph = failure_graph_for(error, args.script, step=args.step, device=args.device)
+    if graph is None:
+        return
+    try:
+        export_graph(graph, out, scale=args.scale, dpi=args.dpi, theme=args.theme)
+    except (ExportError, OSError) as exc:
+        print(f"gradviz export: cannot write the partial graph to {out}: {exc}", file=sys.stderr)
+        return
+    failed = graph.graph["failed"]
+    print(f"gradviz export: wrote {out}: the graph up to the failing call ({failed['op']} at "
+          f"{failed['location'] or 'an unknown line'}, drawn in red; {graph.number_of_nodes()} nodes)",
+          file=sys.stderr)
