@@ -17,11 +17,18 @@ def add_parser(sub) -> None:
     show = runs_sub.add_parser("show", help="summary: steps, last loss, gradient norms, ranks, findings")
     show.add_argument("run", help="run file (run.gvrun finds its run.rankN.gvrun files too)")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
+    from gradviz.cli.runs_diff_cmd import add_diff_parser   # views': gradviz runs diff
+
+    add_diff_parser(runs_sub)
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "runs_command", None) == "diff":
+        from gradviz.cli.runs_diff_cmd import run_diff
+
+        return run_diff(args)
     if getattr(args, "runs_command", None) != "show":
-        print("usage: gradviz runs show RUN [--json]", file=sys.stderr)
+        print("usage: gradviz runs show RUN [--json] | gradviz runs diff A B [--json]", file=sys.stderr)
         return 2
     from gradviz.core.record.reader import open_ranks
     from gradviz.core.record.rundata import summarize
