@@ -32,7 +32,7 @@ def test_matmul_shape_mismatch():
     assert node["location"] == f"{BAD_FORWARD}:10" and "torch.zeros(5, 5)" in node["code"]
     assert "mat1 and mat2 shapes cannot be multiplied (3x3 and 5x5)" in node["error"]
     assert [a["shape"] for a in node["inputs"]] == [[3, 3], [5, 5]]
-    assert node["note"] == "[3, 3], [5, 5]"
+    assert node["note"] == "3×3 · 5×5"
     feeds = _into_failed(g)
     assert feeds == {"op:0": [3, 3], "failed-arg:1": [5, 5]}
     assert g.nodes["op:0"]["label"] == "addmm" and g.nodes["op:0"]["module"] == "fc"

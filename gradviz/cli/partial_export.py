@@ -11,14 +11,16 @@ from typing import Any
 
 
 def export_failure(error: BaseException, args: Any, out: Path) -> None:
-    from gradviz.core.export import ExportError, export_graph
     from gradviz.core.partial_trace import failure_graph_for
+    from gradviz.render.formats import ExportError, ImageOptions, export_graph
 
     graph = failure_graph_for(error, args.script, step=args.step, device=args.device)
     if graph is None:
         return
+    options = ImageOptions(scale=args.scale, dpi=args.dpi, theme=args.theme,
+                           max_pixels=int(args.max_pixels * 1e6), tiles=args.tiles)
     try:
-        export_graph(graph, out, scale=args.scale, dpi=args.dpi, theme=args.theme)
+        export_graph(graph, out, options=options)
     except (ExportError, OSError) as exc:
         print(f"gradviz export: cannot write the partial graph to {out}: {exc}", file=sys.stderr)
         return

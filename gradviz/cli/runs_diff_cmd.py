@@ -42,7 +42,9 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 def _fmt(x) -> str:
-    return "-" if x is None else f"{x:.4g}"
+    from gradviz.core.formatting import number
+
+    return number(x, none="-")
 
 
 def _ratio(c) -> str:

@@ -82,7 +82,7 @@ class AttributionResult:
 
     def to_json(self) -> dict:
         """The JSON of ``gradviz attribute -o out.json`` (see ``gradviz attribute --help``)."""
-        from gradviz.core.export import json_safe
+        from gradviz.core.formatting import json_safe
 
         data: dict[str, Any] = {
             "method": self.method, "target": self.target, "script": self.script, "step": self.step,

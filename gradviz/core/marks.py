@@ -16,6 +16,7 @@ __all__ = ["EDGE_STYLES", "NODE_STYLES", "Marks", "marks_from_findings"]
 # style -> what the legend says. Edges are drawn dashed in the style's colour; nodes get a round badge.
 EDGE_STYLES = {
     "broken": "cut edge: no gradient flows back along it",
+    "cut-branch": "cut branch: computed, but the loss never reaches it",   # graph marks (views)
 }
 NODE_STYLES = {
     "nan-origin": "where NaN/Inf first appears",
@@ -23,6 +24,7 @@ NODE_STYLES = {
     "warning": "warning from the health check",
     "info": "note from the health check",
     "dead": "dead unit",
+    "failed": "the call that raised: the forward stopped here",          # graph marks (views)
 }
 
 

@@ -33,6 +33,7 @@ from torch.utils._pytree import tree_flatten
 from gradviz.core import stats as gstats
 from gradviz.core.capture import ForwardCapture, _func_name
 from gradviz.core.devices import model_device, to_device
+from gradviz.core.formatting import shape_text
 from gradviz.core.modules import module_table
 from gradviz.core.script import ModelScript, ScriptError, is_user_file, load_script
 from gradviz.core.trace import TraceOptions, add_param_node, build_graph
@@ -156,12 +157,14 @@ def _add_failed_node(graph: nx.DiGraph, node_ids: dict[Any, str], model: nn.Modu
     message = error.message
     location = error.location or ""
     if call is not None:
-        where, code = _failure_site(call.error) or (call.location or location, call.code)
+        # no user or library frame inside the forward (an nn.Sequential of torch modules): no line
+        # to show, the module says more (the stack outside the forward is not the failing call's)
+        where, code = _failure_site(call.error) or ("", "")
         op, module = call.op, call.module
     else:
         op, module, where, code = error_type, "", location, ""
     arg_facts = [{"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", "")} for t in feeds]
-    shapes = ", ".join(_shape(a["shape"]) for a in arg_facts) if call is not None else ""
+    shapes = " · ".join(_shape(a["shape"]) for a in arg_facts) if call is not None else ""
     graph.add_node(FAILED, kind="op", op=op, label=f"✗ {op}", note=shapes, failed=True, error=message,
                    shape=[], dtype="", device="", outputs=[], module=module,
                    module_type=type(model.get_submodule(module)).__name__ if module else "",
@@ -228,7 +231,7 @@ def _leaf_attrs(t: torch.Tensor) -> dict:
 
 
 def _shape(shape: list[int]) -> str:
-    return "[" + ", ".join(str(s) for s in shape) + "]" if shape else "scalar"
+    return shape_text(shape)
 
 
 def failure_graph_for(error: BaseException, source: Any, *, step: int = 0, device: str | None = None

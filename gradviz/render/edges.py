@@ -47,10 +47,14 @@ def build_edges(scene: "GraphScene", graph: nx.DiGraph, layout: Layout) -> None:
             entries.append((min(p[1] for p in pts), u, v, pts, attrs))
     entries.sort(key=lambda e: e[0])
     seen_labels: set[tuple] = set()
-    for start in range(0, len(entries), EDGES_PER_BATCH):
+    solid = [e for e in entries if not e[4].get("dashed")]
+    dashed = [e for e in entries if e[4].get("dashed")]     # cut branches (core/cut_branches.py)
+    runs = [(solid[k:k + EDGES_PER_BATCH], False) for k in range(0, len(solid), EDGES_PER_BATCH)]
+    runs += [(dashed[k:k + EDGES_PER_BATCH], True) for k in range(0, len(dashed), EDGES_PER_BATCH)]
+    for run, is_dashed in runs:
         curves, lines, arrows = QPainterPath(), QPainterPath(), QPainterPath()
         labels: list[tuple[QPointF, str]] = []
-        for _, u, v, pts, attrs in entries[start:start + EDGES_PER_BATCH]:
+        for _, u, v, pts, attrs in run:
             path = edge_path(pts)
             scene.edge_paths[(u, v)] = path
             curves.addPath(path)
@@ -64,7 +68,7 @@ def build_edges(scene: "GraphScene", graph: nx.DiGraph, layout: Layout) -> None:
         rect = curves.boundingRect().united(arrows.boundingRect()).adjusted(-2, -2, 2, 2)
         for point, text in labels:
             rect = rect.united(QRectF(point.x() - 2, point.y() - 11, 8 + 6.5 * len(text), 14))
-        batch = EdgeBatch(scene, rect, curves, lines, arrows, labels)
+        batch = EdgeBatch(scene, rect, curves, lines, arrows, labels, dashed=is_dashed)
         scene.addItem(batch)
         scene.edge_batches.append(batch)
 

@@ -18,7 +18,9 @@ SOURCES = {"traced": "traced", "training": "training", "recorded": "recorded", "
            "structure": "structure only (meta device): no gradient"}
 MARK_NOUNS = {"broken": ("cut edge", "cut edges"), "nan-origin": ("NaN origin", "NaN origins"),
               "error": ("error mark", "error marks"), "warning": ("warning mark", "warning marks"),
-              "info": ("note", "notes"), "dead": ("dead unit", "dead units")}
+              "info": ("note", "notes"), "dead": ("dead unit", "dead units"),
+              "cut-branch": ("cut branch", "cut branches"),
+              "failed": ("failing call", "failing calls")}
 
 
 @dataclass

@@ -133,9 +133,10 @@ class EdgeBatch(_Batch):
     """Edges as one pre-built path (smooth cubic curves) plus arrowheads and shape labels."""
 
     def __init__(self, scene: "GraphScene", rect: QRectF, curves: QPainterPath, lines: QPainterPath,
-                 arrows: QPainterPath, labels: list[tuple[QPointF, str]]) -> None:
+                 arrows: QPainterPath, labels: list[tuple[QPointF, str]], dashed: bool = False) -> None:
         super().__init__(scene, rect)
         self.curves, self.lines, self.arrows, self.labels = curves, lines, arrows, labels
+        self.dashed = dashed        # the edges of a cut branch
         self.setZValue(0)
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
@@ -148,7 +149,7 @@ class EdgeBatch(_Batch):
             painter.setPen(sc.pens["edge_hairline"])  # cosmetic 1 px, straight segments: cheap
             painter.drawPath(self.lines)
             return
-        painter.setPen(sc.pens["edge"])
+        painter.setPen(sc.pens["edge_dashed" if self.dashed else "edge"])
         painter.drawPath(self.curves)
         painter.setPen(Qt.NoPen)
         painter.setBrush(sc.brushes["edge"])

@@ -17,12 +17,12 @@ if TYPE_CHECKING:
     from gradviz.render.scene import GraphScene
 
 MARK_COLORS = {"nan-origin": "#dc2626", "error": "#dc2626", "warning": "#f59e0b", "info": "#2563eb",
-               "dead": "#6b7280"}
+               "dead": "#6b7280", "cut-branch": "#9ca3af", "failed": "#dc2626"}
 BADGE_R = 8.0
 
 
 def badge_text(style_name: str) -> str:
-    return "!" if style_name in ("nan-origin", "error", "warning") else "•"
+    return "!" if style_name in ("nan-origin", "error", "warning", "failed") else "•"
 
 
 def paint_badge(painter: QPainter, center: QPointF, style_name: str) -> None:
@@ -132,7 +132,7 @@ class MarkLayer:
         return out
 
     def _changed(self) -> None:
-        self.scene.marksChanged.emit(self.marks().styles())
+        self.scene.marksChanged.emit(self.scene.marks().styles())   # graph marks too
 
     # -- highlight ----------------------------------------------------------------------
     def highlight(self, edges: Iterable[tuple[str, str]]) -> None:

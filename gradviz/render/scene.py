@@ -24,6 +24,7 @@ from gradviz.core.marks import Marks
 from gradviz.render import style
 from gradviz.render.edges import build_edges
 from gradviz.render.frames import Frame, FrameItem, build_frames
+from gradviz.render.graph_marks import decorate, failed_indices, graph_marks
 from gradviz.render.header import ShownState, ShownValues
 from gradviz.render.items import NodeBatch, NodeItem
 from gradviz.render.marks_layer import MarkLayer
@@ -88,6 +89,8 @@ class GraphScene(QGraphicsScene):
         self.hl_nodes: set[int] = set()
         self._dim: set[int] | None = None
         self.marks_layer.reset()
+        self.graph_marks = Marks()         # cut branches and a failing call: part of the graph, never cleared
+        self.failed: list[int] = []
         self._rect = QRectF()
 
     def _apply_theme(self) -> None:
@@ -102,6 +105,7 @@ class GraphScene(QGraphicsScene):
             "param": QPen(t.color("strong_outline"), 2.4), "strong": QPen(t.color("strong_outline"), 1.6),
             "unreachable": dashed, "selected": QPen(t.color("accent"), 3.0),
             "highlight": QPen(t.color("accent"), 2.4),
+            "edge_dashed": QPen(t.color("unreachable"), 1.4, Qt.DashLine),   # cut branches
         }
         self.brushes = {"edge": QBrush(t.color("edge"))}
         self.setBackgroundBrush(t.color("background"))
@@ -139,6 +143,7 @@ class GraphScene(QGraphicsScene):
         self.structure = structure_colors.for_graph(graph)   # a graph without values: colours by structure
         if self.structure is not None:
             self.values = ShownValues("structure")
+        self.graph_marks, self.failed = graph_marks(graph), failed_indices(self, graph)
         if not self._fixed_range:
             self._scale = LogColorScale(*auto_range(self.norms))
         self._compute_colors()
@@ -150,10 +155,11 @@ class GraphScene(QGraphicsScene):
             self.addItem(FrameItem(self, self.frames))
             for frame in self.frames:
                 bounds = bounds.united(frame.path.boundingRect())
+        bounds = bounds.united(decorate(self, graph))      # the failing call's error note
         self._rect = bounds.adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN)
         self.setSceneRect(self._rect)
         self.colorScaleChanged.emit(self.structure or self._scale)
-        self.marksChanged.emit([])
+        self.marksChanged.emit(self.marks().styles())
 
     def _bounds(self) -> QRectF:
         rect = QRectF(self.rects[0]) if self.rects else QRectF(0, 0, 1, 1)
@@ -204,6 +210,9 @@ class GraphScene(QGraphicsScene):
         for i, ok in enumerate(self.reachable):
             if not ok:  # unreachable parameters: always the "no gradient" look
                 self.fill_colors[i] = QColor(*self._scale.color(None))
+        for i in self.failed:  # the call that raised: red, whatever the scale
+            self.fill_colors[i] = self.header_colors[i] = self.theme.color("broken")
+            self.text_colors[i] = self.secondary_colors[i] = QColor("#ffffff")
 
     def color_scale(self) -> LogColorScale:
         return self._scale
@@ -327,8 +336,14 @@ class GraphScene(QGraphicsScene):
         self.marks_layer.clear_marks()
 
     def marks(self) -> Marks:
-        """The diagnosis marks drawn now (ids of this scene's graph)."""
-        return self.marks_layer.marks()
+        """The marks drawn now (ids of this scene's graph): the diagnosis marks and the graph's own
+        (cut branches, a failing call)."""
+        got = self.marks_layer.marks()
+        for style_name, edges in self.graph_marks.edges.items():
+            got.add_edges(style_name, edges)
+        for style_name, ids in self.graph_marks.nodes.items():
+            got.add_nodes(style_name, ids)
+        return got
 
     def apply_marks(self, marks: Marks) -> None:
         for style_name, edges in marks.edges.items():

@@ -111,7 +111,7 @@ def node_lines(nid: Hashable, attrs: dict) -> tuple[str, str]:
     if kind == "loss":
         value = attrs.get("value")
         return label, (number(value) if isinstance(value, (int, float)) else "")
-    return label, ""
+    return label, str(attrs.get("note") or "")
 
 
 def tooltip_text(nid: Hashable, attrs: dict) -> str:
