@@ -125,8 +125,8 @@ def test_integrated_gradients_completeness(tmp_path):
     result = attribute(script, method="ig", steps=32)
     c = result.completeness
     model, inputs, targets = _model_and_batch(script)
-    f_x = float(script.compute_loss(model, inputs, targets))
-    f_0 = float(script.compute_loss(model, (torch.zeros_like(inputs[0]),), targets))
+    f_x = float(script.compute_loss(model, inputs, targets).detach())
+    f_0 = float(script.compute_loss(model, (torch.zeros_like(inputs[0]),), targets).detach())
     assert c.output_delta == pytest.approx(f_x - f_0, rel=1e-5)
     assert c.attribution_sum == pytest.approx(float(result.inputs[0].attribution.sum()), rel=1e-9)
     assert abs(c.attribution_sum - c.output_delta) <= 0.01 * abs(c.output_delta)
@@ -264,3 +264,20 @@ def test_quadrature_and_kinds():
     assert input_kind([2, 7, 5], False) == "sequence"
     assert input_kind([2, 5], False) == "tabular"
     assert input_kind([2, 5], True) == "tokens"
+
+
+def test_progress_counts_passes_and_can_stop(tmp_path):
+    script = _script(tmp_path, "mlp", SMOOTH_MLP)
+    seen = []
+    attribute(script, method="ig", steps=5, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(k, 7) for k in range(1, 8)]
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, total):
+        if done == 3:
+            raise Stop
+
+    with pytest.raises(Stop):
+        attribute(script, method="ig", steps=5, progress=stop)

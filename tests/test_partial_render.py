@@ -11,12 +11,11 @@ from gradviz.core.partial_trace import FAILED, trace_failure
 from gradviz.core.trace import trace
 from tests.conftest import ROOT, SAMPLES
 
-pytest.importorskip("PySide6.QtWidgets")
-from PySide6.QtGui import QColor, QImage  # noqa: E402
+from PySide6.QtGui import QColor, QImage
 
-from gradviz.render.graph_marks import FailureNote  # noqa: E402
-from gradviz.render.header import header_text  # noqa: E402
-from gradviz.render.image_export import scene_for  # noqa: E402
+from gradviz.render.graph_marks import FailureNote
+from gradviz.render.header import header_text
+from gradviz.render.image_export import scene_for
 
 VIEWS = ROOT / "tests" / "scripts" / "views"
 

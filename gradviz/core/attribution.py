@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 METHODS = ("ig", "saliency", "grad-x-input")
 TOLERANCE = 0.01          # completeness: |sum − Δf| within 1 % of |Δf|
 Baseline = Any            # "zeros" | float | tensor | sequence of tensors (one per input)
+Progress = Callable[[int, int], None]   # (passes done, passes in all); may raise to stop
 
 __all__ = ["METHODS", "AttributionError", "AttributionResult", "InputAttribution", "Completeness",
            "attribute", "attribute_batch", "input_kind"]
@@ -114,10 +115,11 @@ def input_kind(shape: Sequence[int], integer: bool) -> str:
 
 def attribute(source: Any, *, method: str = "ig", target: str | int = "loss", steps: int = 50,
               baseline: Baseline = "zeros", step: int = 0, seed: int | None = 0,
-              device: str | None = None) -> AttributionResult:
+              device: str | None = None, progress: Progress | None = None) -> AttributionResult:
     """Attribute a model script's batch ``batch(step)`` (``source``: a path or a ``ModelScript``).
 
     The model is built as ``trace`` builds it (same seed), then put in eval mode.
+    ``progress(done, total)`` is called after each pass (it may raise to cancel).
     """
     from gradviz.core.script import ModelScript, load_script
 
@@ -131,7 +133,7 @@ def attribute(source: Any, *, method: str = "ig", target: str | int = "loss", st
     inputs = tuple(to_device(t, dev) for t in inputs)
     targets = to_device(targets, dev)
     result = attribute_batch(model, inputs, targets, Objective(script, _parse_target(target)),
-                             method=method, steps=steps, baseline=baseline)
+                             method=method, steps=steps, baseline=baseline, progress=progress)
     result.script, result.step = str(script.path), step
     return result
 
@@ -152,7 +154,8 @@ def _parse_target(target: str | int | None) -> str | int:
 
 def attribute_batch(model: nn.Module, inputs: tuple, targets: Any,
                     objective: Callable[[nn.Module, tuple, Any], torch.Tensor], *, method: str = "ig",
-                    steps: int = 50, baseline: Baseline = "zeros") -> AttributionResult:
+                    steps: int = 50, baseline: Baseline = "zeros", progress: Progress | None = None
+                    ) -> AttributionResult:
     """Attribute ``objective(model, inputs, targets)`` (a scalar tensor) to ``inputs``."""
     if method not in METHODS:
         raise AttributionError(f"unknown method {method!r} (use one of {', '.join(METHODS)})")
@@ -163,6 +166,8 @@ def attribute_batch(model: nn.Module, inputs: tuple, targets: Any,
     model.eval()
     try:
         path = _Path(model, tuple(inputs), targets, objective, baseline)
+        path.progress = progress
+        path.total = int(steps) + 2 if method == "ig" else 1
         if method == "ig":
             result = _integrated(path, int(steps))
         else:
@@ -192,6 +197,8 @@ class _Path:
         owners = {id(p): name.rpartition(".")[0] for name, p in model.named_parameters()}
         self.tap = EmbeddingPath(int_inputs, base_ids, owners) if int_inputs else None
         self.passes = 0
+        self.total = 1
+        self.progress: Progress | None = None
 
     def point(self, alpha: float, grads: bool = True) -> PathPoint:
         moved = list(self.inputs)
@@ -209,6 +216,8 @@ class _Path:
             else:
                 f = self.objective(self.model, tuple(moved), self.targets)
         self.passes += 1
+        if self.progress is not None:
+            self.progress(self.passes, self.total)
         if not isinstance(f, torch.Tensor) or f.numel() != 1:
             raise AttributionError(f"the attributed output must be a scalar tensor, got "
                                    f"{getattr(f, 'shape', type(f).__name__)}")
