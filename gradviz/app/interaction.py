@@ -160,8 +160,13 @@ class Interaction:
 
     def center_on(self, ids: list[str]) -> None:
         rect = self.nodes_rect(ids)
-        if not rect.isNull():
-            self.host.view.center_on_rect(rect)
+        if rect.isNull():
+            return
+        view = self.host.view
+        view.center_on_rect(rect)
+        focus = self.nodes_rect(ids[:1])
+        if not view.visible_scene_rect().contains(focus):
+            view.center_on_rect(focus)   # the nodes span more than the screen: the one in focus first
 
     def node_at(self, scene_pt: QPointF) -> str | None:
         return self.host.scene.node_at(scene_pt)
