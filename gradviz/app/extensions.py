@@ -18,6 +18,7 @@ EXTENSIONS = {
     "training": "gradviz.app.training",
     "diagnosis": "gradviz.app.diagnosis",
     "runs": "gradviz.app.runs",
+    "attribution": "gradviz.app.attribution",
 }
 
 
