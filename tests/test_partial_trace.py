@@ -134,3 +134,23 @@ def test_library_model_failure_points_at_the_library_line(tmp_path):
     assert node["op"] == "embedding" and node["module"] == "transformer.wpe"
     assert "modeling_gpt2.py" in node["location"] and "wpe" in node["code"]
     assert _into_failed(g)["param:transformer.wpe.weight"] == [8, 16]
+
+
+def test_a_script_that_exits_is_not_run_again(tmp_path):
+    from gradviz.core.partial_trace import failure_graph_for
+    from gradviz.core.script import ScriptError
+
+    path = tmp_path / "exits.py"
+    path.write_text(textwrap.dedent("""
+        import sys, torch
+        from torch import nn
+        model = lambda: nn.Linear(2, 2)
+        def batch(step):
+            return torch.zeros(1, 2), None
+        def loss_fn(out, y):
+            sys.exit(3)
+    """))
+    with pytest.raises(ScriptError) as info:
+        trace(path)
+    assert info.value.code == "forward-error"
+    assert failure_graph_for(info.value, path) is None

@@ -246,4 +246,5 @@ def test_cli_export(script_path, tmp_path, capsys, qapp):
     assert main(["export", str(broken), "-o", str(tmp_path / "b.png")]) == 2
     err = capsys.readouterr().err
     assert f"{broken}:" in err and "no loss today" in err
-    assert not (tmp_path / "b.png").exists()
+    # what ran before loss_fn raised, with the failing call in red (views': #14 item 3)
+    assert "the graph up to the failing call" in err and (tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"

@@ -150,7 +150,8 @@ class Document:
             self.set_findings(result.findings)
 
     def set_view(self, result: ViewResult, fit: bool = False) -> None:
-        self.status = "ready"
+        if not (self.graph is not None and self.graph.graph.get("partial")):
+            self.status = "ready"     # the graph of a failing forward is shown, but the script still failed
         self.expanded = set(result.expanded)
         self.view = result.view
         self.layout = result.layout

@@ -19,6 +19,7 @@ EXTENSIONS = {
     "diagnosis": "gradviz.app.diagnosis",
     "runs": "gradviz.app.runs",
     "attribution": "gradviz.app.attribution",
+    "failing_forward": "gradviz.app.failing_forward",
 }
 
 

@@ -125,9 +125,11 @@ class MainWindow(QMainWindow):
         self.run_panel: Any = None
         self.extension_errors: list[tuple[str, str]] = []
         self.extensions: list[str] = []
+        self.extension_parts: dict[str, Any] = {}   # what each install returned (kept alive with the window)
         if extensions:
             parts, self.extension_errors = load_extensions(self)
             self.extensions = list(parts)
+            self.extension_parts = parts
             self.training_panel = parts.get("training")
             self.diagnosis_panels = parts.get("diagnosis") or {}
             self.run_panel = parts.get("runs")

@@ -240,6 +240,8 @@ def failure_graph_for(error: BaseException, source: Any, *, step: int = 0, devic
     failed (``ScriptError.code == "forward-error"``); None otherwise or when it cannot be made."""
     if not isinstance(error, ScriptError) or error.code != "forward-error":
         return None
+    if isinstance(error.__cause__ or error.__context__, (SystemExit, KeyboardInterrupt)):
+        return None       # the script asked to stop: running it again would only stop again
     try:
         return trace_failure(source, step=step, device=device)
     except ScriptError as exc:       # the rerun failed earlier (a script with side effects): no drawing

@@ -36,10 +36,13 @@ def graph_marks(graph: nx.DiGraph | None) -> Marks:
     marks = Marks()
     if graph is None:
         return marks
-    ends = [n for n, a in graph.nodes(data=True) if a.get("cut_point")]
-    marks.add_edges("cut-branch", [(next(iter(graph.predecessors(n))), n) for n in ends
-                                   if graph.in_degree(n)])
-    marks.add_nodes("failed", [n for n, a in graph.nodes(data=True) if a.get("failed")])
+    ends = [(next(iter(graph.predecessors(n))), n) for n, a in graph.nodes(data=True)
+            if a.get("cut_point") and graph.in_degree(n)]
+    failed = [n for n, a in graph.nodes(data=True) if a.get("failed")]
+    if ends:
+        marks.add_edges("cut-branch", ends)
+    if failed:
+        marks.add_nodes("failed", failed)
     return marks
 
 
