@@ -111,6 +111,8 @@ def test_ratio_graph(runs):
 
 def test_parse_side_and_errors(runs, tmp_path):
     assert parse_side("x.gvrun@12") == ("x.gvrun", 12)
+    assert parse_side("x.gvrun@first") == ("x.gvrun", "first") and parse_side("x.gvrun@last") == ("x.gvrun", None)
+    assert compare(f"{runs['after']}@first", f"{runs['after']}@last").a.step == 0
     assert parse_side(str(runs["after"])) == (str(runs["after"]), None)
     with pytest.raises(RecordError, match="not a step number"):
         parse_side("x.gvrun@last")

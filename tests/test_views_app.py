@@ -76,3 +76,77 @@ def test_attribution_needs_a_script(qtbot, window, attr):
     open_and_wait(qtbot, window, MLP)
     attr.baseline.setCurrentText("middle")
     assert attr.run() is None and "baseline" in attr.status.text()
+
+
+# -- the failing forward and cut branches in the window ---------------------------------------
+
+VIEWS = SAMPLES.parent / "tests" / "scripts" / "views"
+
+
+def test_failing_forward_is_drawn_and_the_document_stays_failed(qtbot, window):
+    from gradviz.app import failing_forward
+
+    part = failing_forward.install(window)
+    with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
+        window.open_script(VIEWS / "bad_dtype.py")
+    doc = window.document
+    assert doc.status == "failed" and window.windowTitle() == "bad_dtype.py (could not open)"
+    assert doc.graph.graph["partial"] and doc.graph.nodes["failed"]["op"] == "mm"
+    i = window.scene.index["failed"]
+    assert window.scene.fill_colors[i] == window.scene.theme.color("broken")
+    assert window.scene.marks().counts() == {"failed": 1}
+    assert not window.error_dock.isHidden()                    # the error is still told
+    # a script that does not even load has nothing to draw
+    with qtbot.waitSignal(window.traceFailed, timeout=WAIT_MS):
+        window.open_script(SAMPLES.parent / "tests" / "scripts" / "bad_syntax.py")
+    assert part.job is None or window.document.graph is None
+    assert window.scene.index == {}
+    # a working script afterwards: a normal document
+    open_and_wait(qtbot, window, MLP)
+    assert window.document.status == "ready" and window.scene.marks().counts() == {}
+
+
+def test_cut_branches_in_the_window(qtbot, window):
+    open_and_wait(qtbot, window, SAMPLES / "bugs" / "detach.py")
+    doc = window.document
+    cut = next(n for n, a in doc.graph.nodes(data=True) if a.get("cut_point"))
+    if doc.visible_id(cut) != cut:       # small graph: shown whole; otherwise open the modules
+        window.expand_all()
+    qtbot.waitUntil(lambda: doc.visible_id(cut) == cut, timeout=WAIT_MS)
+    assert window.scene.marks().counts().get("cut-branch") == 1
+    assert any(b.dashed for b in window.scene.edge_batches)
+    window.select_nodes([cut])
+    assert window.selected == cut and window.inspector.node_id == cut
+
+
+# -- compare ---------------------------------------------------------------------------------
+
+def test_compare_panel(qtbot, window, tmp_path):
+    from gradviz.app import compare
+    from test_compare import record
+
+    before, after = record(tmp_path / "before.gvrun", detach=True), record(tmp_path / "after.gvrun")
+    panel = compare.install(window)["panel"]
+    panel.side_a.setText(str(before))
+    panel.side_b.setText(str(after))
+    with qtbot.waitSignal(panel.finished, timeout=WAIT_MS):
+        panel.run()
+    c = panel.result.comparison
+    assert panel.params_table.rowCount() == len(c.params) == 6
+    assert panel.params_table.item(0, 4).text() == "appeared"
+    assert "matched by module, op and order" in panel.status.text()
+    ratio = panel.scenes["ratio"]
+    assert ratio.color_scale().cmap is not None and ratio.color_scale().hi == panel.result.views.limit
+    i = ratio.index["param:encoder.0.weight"]
+    red = ratio.fill_colors[i]
+    assert red.red() > 150 and red.blue() < 100               # appeared: the red end
+    assert panel.scenes["a"].color_scale().lo == panel.scenes["b"].color_scale().lo    # one range
+    shown = panel.select("encoder.0.weight")
+    assert shown and panel.scenes["b"].node_item(shown).isSelected()
+    # a new document clears what the panel showed
+    open_and_wait(qtbot, window, MLP)
+    assert panel.result is None and panel.params_table.rowCount() == 0 and not panel.scenes["ratio"].index
+    panel.side_a.setText(str(tmp_path / "missing.gvrun"))
+    panel.run()
+    qtbot.waitUntil(lambda: panel.status.text().startswith("Cannot compare"), timeout=WAIT_MS)
+    assert "no such run file" in panel.status.text()

@@ -26,7 +26,8 @@ def test_the_main_window_offers_every_interface(qtbot, tmp_path):
         for protocol in (PanelHost, TrainingHost, RunsHost):
             assert isinstance(win, protocol), protocol.__name__
         # every extension is installed by __init__ and kept in a declared attribute
-        assert win.extensions == ["training", "diagnosis", "runs", "attribution", "failing_forward"]
+        assert win.extensions == ["training", "diagnosis", "runs", "attribution", "failing_forward",
+                                 "compare"]
         assert not win.extension_errors and list(win.extension_parts) == win.extensions
         assert win.training_panel is not None and win.run_panel is not None
         assert set(win.diagnosis_panels) >= {"diagnosis", "gradcheck"}

@@ -20,6 +20,7 @@ EXTENSIONS = {
     "runs": "gradviz.app.runs",
     "attribution": "gradviz.app.attribution",
     "failing_forward": "gradviz.app.failing_forward",
+    "compare": "gradviz.app.compare",
 }
 
 

@@ -229,6 +229,12 @@ class GraphScene(QGraphicsScene):
             self._scale = LogColorScale(lo, hi)
         self._recolor()
 
+    def set_color_scale(self, scale: LogColorScale) -> None:
+        """A fixed scale with its own colour map (the Compare view colours B/A ratios with one)."""
+        self._fixed_range = True
+        self._scale = scale
+        self._recolor()
+
     def set_norms(self, norms: Mapping[str, float | None], step: int | None = None,
                   source: str = "live") -> None:
         """New gradient norms for some nodes (live colours) from ``step`` of ``source``

@@ -118,19 +118,26 @@ class Comparison:
                           "nodes": [c.to_dict() for c in self.nodes[:top]]})
 
 
-def parse_side(text: str | os.PathLike) -> tuple[str, int | None]:
-    """``run.gvrun@120`` -> (path, 120); ``run.gvrun`` -> (path, None). A path that exists wins."""
+FIRST = "first"
+
+
+def parse_side(text: str | os.PathLike) -> tuple[str, int | str | None]:
+    """``run.gvrun@120`` -> (path, 120); ``run.gvrun`` or ``@last`` -> (path, None); ``@first`` ->
+    (path, "first"), the run's first step. A path that exists wins."""
     text = os.fspath(text)
     if os.path.exists(text) or "@" not in text:
         return text, None
     path, _, step = text.rpartition("@")
+    if step in ("last", FIRST):
+        return path, None if step == "last" else FIRST
     try:
         return path, int(step)
     except ValueError:
-        raise RecordError(f"'{step}' after @ is not a step number (use RUN@STEP)", path) from None
+        raise RecordError(f"'{step}' after @ is not a step number (use RUN@STEP, RUN@first or RUN@last)",
+                          path) from None
 
 
-def load_side(path: str, step: int | None) -> Side:
+def load_side(path: str, step: int | str | None) -> Side:
     readers = open_ranks(path)
     try:
         return _side(readers[0], step, len(readers))
@@ -139,11 +146,13 @@ def load_side(path: str, step: int | None) -> Side:
             r.close()
 
 
-def _side(reader: RunReader, step: int | None, ranks: int) -> Side:
+def _side(reader: RunReader, step: int | str | None, ranks: int) -> Side:
     steps = reader.steps()
     if not len(steps["step"]):
         raise RecordError("the run has no steps yet", reader.path)
-    if step is None:
+    if step == FIRST:
+        i = 0
+    elif step is None:
         i = len(steps["step"]) - 1
     else:
         at = np.flatnonzero(steps["step"] <= step)
@@ -223,7 +232,9 @@ def structure_keys(graph: nx.DiGraph) -> dict[str, tuple]:
     name, the loss as such, ops as (module, label, k-th such op in data-flow order)."""
     keys: dict[str, tuple] = {}
     seen: dict[tuple, int] = {}
-    for nid in nx.topological_sort(graph):
+    # a collapsed view may have cycles between boxes: then the graph's own (deterministic) order
+    order = nx.topological_sort(graph) if nx.is_directed_acyclic_graph(graph) else list(graph)
+    for nid in order:
         attrs = graph.nodes[nid]
         kind = attrs.get("kind", "op")
         if kind == "param":

@@ -1,0 +1,66 @@
+"""The Compare view's data: both sides grouped alike, box norms at the step, B/A ratios per box."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gradviz.core.record.compare import compare
+from gradviz.core.record.compare_view import RATIO_CMAP, compare_views, group_norm, ratio_value
+from gradviz.core.record.reader import open_run
+from test_compare import record
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("views")
+    return {"before": record(d / "before.gvrun", detach=True), "after": record(d / "after.gvrun")}
+
+
+def test_box_norms_are_the_steps_parameter_norms(runs):
+    c = compare(f"{runs['after']}@0", runs["after"])
+    views = compare_views(c, max_boxes=4)             # small budget: the encoder and head become boxes
+    box = views.view_b.nodes["group:encoder"]
+    with open_run(runs["after"]) as r:
+        row = r.step_row(c.b.node_step)
+        norms = dict(zip(r.param_names, row["grad_norms"]))
+    expected = math.sqrt(sum(norms[p] ** 2 for p in norms if p.startswith("encoder.")))
+    assert box["grad_norm"] == pytest.approx(expected, rel=1e-5)
+    assert views.expanded == set() or "encoder" not in views.expanded
+    ratio = views.ratio.nodes["group:encoder"]
+    a = views.view_a.nodes["group:encoder"]["grad_norm"]
+    assert ratio["norm_ratio"] == pytest.approx(expected / a, rel=1e-5)
+    assert ratio["grad_norm"] == pytest.approx(min(max(expected / a, 1 / views.limit), views.limit))
+
+
+def test_ratio_view_across_a_fix(runs):
+    views = compare_views(compare(runs["before"], runs["after"]))
+    g = views.ratio
+    for name in ("encoder.0.weight", "encoder.2.bias"):
+        attrs = g.nodes[f"param:{name}"]
+        assert attrs["norm_a"] is None and attrs["norm_b"] > 0
+        assert attrs["grad_norm"] == views.limit          # appeared: the red end
+    head = g.nodes["param:head.weight"]
+    assert head["grad_norm"] == pytest.approx(head["norm_b"] / head["norm_a"])
+    assert 10 <= views.limit <= 1e4 and g.graph["loss"] is None
+
+
+def test_ratio_values_and_map():
+    assert ratio_value(1.0, 2.0, 10) == 2.0
+    assert ratio_value(1.0, 1e6, 10) == 10 and ratio_value(1.0, 1e-9, 10) == pytest.approx(0.1)
+    assert ratio_value(None, 1.0, 100) == 100 and ratio_value(1.0, None, 100) == pytest.approx(0.01)
+    assert ratio_value(None, None, 10) is None and math.isnan(ratio_value(1.0, math.inf, 10))
+    assert RATIO_CMAP.shape == (256, 3) and tuple(RATIO_CMAP[128]) >= (250, 250, 250)
+    assert RATIO_CMAP[0][2] > RATIO_CMAP[0][0] and RATIO_CMAP[-1][0] > RATIO_CMAP[-1][2]   # blue ... red
+
+
+def test_group_norm():
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_node("p1", kind="param", grad_norm=3.0)
+    g.add_node("p2", kind="param", grad_norm=4.0)
+    g.add_node("o", kind="op", grad_norm=100.0)
+    g.add_node("q", kind="op", grad_norm=None)
+    assert group_norm(g, ["p1", "p2", "o"]) == 5.0
+    assert group_norm(g, ["o", "q"]) == 100.0 and group_norm(g, ["q"]) is None
