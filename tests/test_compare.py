@@ -115,7 +115,7 @@ def test_parse_side_and_errors(runs, tmp_path):
     assert compare(f"{runs['after']}@first", f"{runs['after']}@last").a.step == 0
     assert parse_side(str(runs["after"])) == (str(runs["after"]), None)
     with pytest.raises(RecordError, match="not a step number"):
-        parse_side("x.gvrun@last")
+        parse_side("x.gvrun@latest")
     with pytest.raises(RecordError, match="no such run file"):
         compare(tmp_path / "none.gvrun", runs["after"])
     with pytest.raises(RecordError, match="no step at or before -1"):
