@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -27,7 +27,6 @@ import torch
 from torch import nn
 
 from gradviz.core.attribution_paths import AttributionError, EmbeddingPath, Objective, PathPoint
-from gradviz.core.devices import model_device, to_device
 
 log = logging.getLogger(__name__)
 
@@ -123,16 +122,11 @@ def attribute(source: Any, *, method: str = "ig", target: str | int = "loss", st
     """
     from gradviz.core.script import ModelScript, load_script
 
+    from gradviz.core.script_run import prepare
+
     script = source if isinstance(source, ModelScript) else load_script(source)
-    if seed is not None:
-        torch.manual_seed(seed)
-    model = script.new_model()
-    dev = torch.device(device) if device else model_device(model)
-    model.to(dev)
-    inputs, targets = script.get_batch(step)
-    inputs = tuple(to_device(t, dev) for t in inputs)
-    targets = to_device(targets, dev)
-    result = attribute_batch(model, inputs, targets, Objective(script, _parse_target(target)),
+    run = prepare(script, step=step, seed=seed, device=device, input_grads=False)
+    result = attribute_batch(run.model, run.inputs, run.targets, Objective(script, _parse_target(target)),
                              method=method, steps=steps, baseline=baseline, progress=progress)
     result.script, result.step = str(script.path), step
     return result

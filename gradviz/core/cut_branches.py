@@ -17,7 +17,6 @@ code, the parameters and nodes behind it, and the consumer node (or None).
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
 import networkx as nx
@@ -25,8 +24,9 @@ import torch
 
 from gradviz.core import stats as gstats
 from gradviz.core.cut_tape import BranchOp, CutPoint, CutTape
-from gradviz.core.devices import model_device, to_device
+from gradviz.core.formatting import short_location
 from gradviz.core.script import ModelScript, load_script
+from gradviz.core.script_run import prepare
 from gradviz.core.walk import node_ids_for, walk
 
 log = logging.getLogger(__name__)
@@ -66,15 +66,8 @@ def add_cut_branches(graph: nx.DiGraph, source: Any, *, step: int = 0, seed: int
 def _run_tape(script: ModelScript, params: list[str], step: int, seed: int | None, device: str | None
               ) -> tuple[CutTape, dict[Any, str], dict[str, str]]:
     """The forward again, as ``trace`` runs it, under the tape; and the trace's id of each autograd node."""
-    if seed is not None:
-        torch.manual_seed(seed)
-    model = script.new_model()
-    dev = torch.device(device) if device else model_device(model)
-    model.to(dev)
-    inputs, targets = script.get_batch(step)
-    inputs = tuple(to_device(t, dev) for t in inputs)
-    targets = to_device(targets, dev)
-    inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
+    run = prepare(script, step=step, seed=seed, device=device)
+    model, inputs, targets = run.model, run.inputs, run.targets
     tape = CutTape(model, params, inputs)
     with tape:
         loss = script.check_loss(script.compute_loss(model, inputs, targets))
@@ -98,7 +91,7 @@ def _add_nodes(graph: nx.DiGraph, tape: CutTape, modules: dict[str, str]) -> Non
                        **_base_attrs(op.module, modules))
     for point in tape.cut_points:
         graph.add_node(point.key, kind="op", label=cut_label(point), op="", call=point.call,
-                       shape=[], dtype="", location=point.location, code=point.code, note=_short(point.location),
+                       shape=[], dtype="", location=point.location, code=point.code, note=short_location(point.location),
                        cut_point=True, **_base_attrs(point.module, modules))
     unused = _unused_ends(tape)
     for k, (module, _) in enumerate(unused.items()):
@@ -190,10 +183,3 @@ def _summaries(graph: nx.DiGraph, tape: CutTape, ids: dict[Any, str]) -> list[di
                     "params": sorted(graph.nodes[n]["param"] for n in behind if graph.nodes[n]["kind"] == "param"),
                     "nodes": sorted(behind), "consumer": consumer})
     return out
-
-
-def _short(location: str) -> str:
-    if not location:
-        return ""
-    path, _, line = location.rpartition(":")
-    return f"{os.path.basename(path)}:{line}"

@@ -8,11 +8,12 @@ into strict JSON.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import numpy as np
 
-__all__ = ["number", "shape_text", "duration", "byte_size", "json_safe"]
+__all__ = ["number", "shape_text", "duration", "byte_size", "json_safe", "short_location"]
 
 COMPACT_RANGE = (1e-2, 1e4)  # compact numbers inside this range keep %.4g; outside, 3 significant digits
 
@@ -107,3 +108,11 @@ def json_safe(value: Any) -> Any:
     if hasattr(value, "tolist"):  # torch tensors and the like, should one slip in
         return json_safe(value.tolist())
     return str(value)
+
+
+def short_location(location: str | None) -> str:
+    """``/long/path/model.py:12`` -> ``model.py:12`` (a box's second line, a legend); '' for none."""
+    if not location:
+        return ""
+    path, _, line = location.rpartition(":")
+    return f"{os.path.basename(path)}:{line}" if path else location

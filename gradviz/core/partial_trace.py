@@ -32,10 +32,11 @@ from torch.utils._pytree import tree_flatten
 
 from gradviz.core import stats as gstats
 from gradviz.core.capture import ForwardCapture, _func_name
-from gradviz.core.devices import model_device, to_device
 from gradviz.core.formatting import shape_text
+from gradviz.core.locations import is_user_file
 from gradviz.core.modules import module_table
-from gradviz.core.script import ModelScript, ScriptError, is_user_file, load_script
+from gradviz.core.script import ModelScript, ScriptError, load_script
+from gradviz.core.script_run import prepare
 from gradviz.core.trace import TraceOptions, add_param_node, build_graph
 from gradviz.core.walk import walk
 
@@ -100,15 +101,8 @@ def trace_failure(source: Any, *, step: int = 0, seed: int | None = 0, device: s
     model / batch cannot even be made: then there is nothing to draw)."""
     start = time.perf_counter()
     script = source if isinstance(source, ModelScript) else load_script(source)
-    if seed is not None:
-        torch.manual_seed(seed)
-    model = script.new_model()
-    dev = torch.device(device) if device else model_device(model)
-    model.to(dev)
-    inputs, targets = script.get_batch(step)
-    inputs = tuple(to_device(t, dev) for t in inputs)
-    targets = to_device(targets, dev)
-    inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
+    run = prepare(script, step=step, seed=seed, device=device)
+    model, dev, inputs, targets = run.model, run.device, run.inputs, run.targets
     cap = FailureCapture(model)
     try:
         with cap:

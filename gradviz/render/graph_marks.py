@@ -9,7 +9,6 @@ call's badge and error note to a scene and returns the area they cover.
 """
 from __future__ import annotations
 
-import os
 import textwrap
 from typing import TYPE_CHECKING
 
@@ -18,7 +17,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem
 
-from gradviz.core.formatting import shape_text
+from gradviz.core.formatting import shape_text, short_location
 from gradviz.core.marks import Marks
 from gradviz.render import style
 from gradviz.render.marks_layer import Badge
@@ -51,9 +50,8 @@ def failure_lines(attrs: dict) -> list[str]:
     lines = textwrap.wrap(str(attrs.get("error") or ""), 70) or ["the forward raised here"]
     where = attrs.get("location") or ""
     if where:
-        path, _, line = where.rpartition(":")
         code = f": {attrs['code']}" if attrs.get("code") else ""
-        lines += textwrap.wrap(f"at {os.path.basename(path)}:{line}{code}", 70)
+        lines += textwrap.wrap(f"at {short_location(where)}{code}", 70)
     elif attrs.get("module"):
         lines.append(f"in module {attrs['module']} ({attrs.get('module_type') or '?'})")
     inputs = attrs.get("inputs") or []

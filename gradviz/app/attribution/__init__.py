@@ -5,10 +5,9 @@ Adds the "Attribution" dock (bottom) and "Input attribution…" in the Diagnose 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QAction
-
 from gradviz.app.attribution.panel import AttributionPanel
 from gradviz.app.contract import PanelHost
+from gradviz.app.dock_action import show_dock_action
 
 __all__ = ["install", "AttributionPanel"]
 
@@ -16,13 +15,7 @@ __all__ = ["install", "AttributionPanel"]
 def install(host: PanelHost) -> dict:
     panel = AttributionPanel(host)
     dock = host.add_dock("Attribution", panel, Qt.BottomDockWidgetArea)
-    action = QAction("Input attribution…", dock)
-    action.setToolTip("Saliency, gradient × input and integrated gradients for the script's batch")
-
-    def show() -> None:
-        dock.show()
-        dock.raise_()
-
-    action.triggered.connect(show)
+    action = show_dock_action(dock, "Input attribution…",
+                              "Saliency, gradient × input and integrated gradients for the script's batch")
     host.add_action("Diagnose", action)
     return {"panel": panel, "dock": dock, "action": action}

@@ -10,12 +10,13 @@ training run in this window produced: the status line says so.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QProgressBar,
-                               QPushButton, QScrollArea, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QScrollArea, QSpinBox,
+                               QVBoxLayout, QWidget)
 
 from gradviz.app.attribution.figure import FigureWidget
 from gradviz.app.contract import PanelHost
 from gradviz.app.document import Document
+from gradviz.app.job_controls import JobControls
 from gradviz.app.jobs import Job, JobContext
 from gradviz.core.attribution_figure import n_examples
 
@@ -72,12 +73,9 @@ class AttributionPanel(QWidget):
         self.example = QSpinBox()
         self.example.setRange(0, 0)
         self.whole_batch = QCheckBox("whole batch (mean |attribution|)")
-        self.run_button = QPushButton("Attribute")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
-        self.progress = QProgressBar()
-        self.progress.setRange(0, 1)
-        self.progress.setValue(0)
+        self.controls = JobControls("Attribute")
+        self.run_button, self.cancel_button = self.controls.run_button, self.controls.cancel_button
+        self.progress = self.controls.progress
         self.status = QLabel(IDLE_TEXT)
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
@@ -132,10 +130,7 @@ class AttributionPanel(QWidget):
             self.job.cancel()           # its result would be dropped anyway: stop spending the CPU on it
         self.doc = doc
         self.job = None
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        self.progress.setRange(0, 1)
-        self.progress.setValue(0)
+        self.controls.reset()
         self.show_result(doc.parts.get(PART))
 
     # -- running ------------------------------------------------------------------------
@@ -155,14 +150,13 @@ class AttributionPanel(QWidget):
         self.doc = doc
         self.show_result(None)
         self.status.setText("Attributing…")
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
-        self.progress.setRange(0, 0)
+        self.controls.started()
         fn = attribution_job(str(doc.path), self.method.currentData(), self.target.currentText().strip(),
                              self.steps.value(), baseline, step)
         self.job = self.host.jobs.submit(PART, fn, document=doc, on_done=lambda r: self._done(doc, r),
-                                         on_failed=self._failed, on_progress=self._progress,
-                                         on_ended=self._ended)
+                                         on_failed=self._failed,
+                                         on_progress=lambda p: self.controls.advanced(*p),
+                                         on_ended=self.controls.ended)
         return self.job
 
     def cancel(self) -> None:
@@ -170,24 +164,13 @@ class AttributionPanel(QWidget):
             self.job.cancel()
             self.status.setText("Cancelled.")
 
-    def _progress(self, payload) -> None:
-        done, total = payload
-        self.progress.setRange(0, max(total, 1))
-        self.progress.setValue(done)
-
-    def _ended(self, _outcome: str) -> None:
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        if self.progress.maximum() == 0:
-            self.progress.setRange(0, 1)
-
     def _failed(self, exc: BaseException, details: str) -> None:
         self.status.setText(f"Attribution could not run: {exc}")
 
     def _done(self, doc: Document, result) -> None:
         doc.set_part(PART, result)
         self.show_result(result)
-        self.progress.setValue(self.progress.maximum())
+        self.controls.finished()
         self.finished.emit(result)
 
     # -- showing --------------------------------------------------------------------------
