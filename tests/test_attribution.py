@@ -174,7 +174,7 @@ def test_token_ids_attribute_through_the_embedding(tmp_path):
     # f(baseline) is the loss with every embedding vector zero: tanh(head(0)) = tanh(bias)
     model, inputs, targets = _model_and_batch(script)
     base_out = torch.tanh(model.head.bias).expand(2, 1)
-    assert ig.baseline_output == pytest.approx(float(((base_out - targets) ** 2).mean()), rel=1e-6)
+    assert ig.baseline_output == pytest.approx(float(((base_out - targets) ** 2).mean().detach()), rel=1e-6)
     # saliency per position = |dL/de| over the embedding dimension, as torch computes it
     sal = attribute(script, method="saliency").inputs[0].attribution
     e = model.emb(inputs[0]).detach().requires_grad_(True)
