@@ -13,6 +13,7 @@ from gradviz.cli.main import main
 from gradviz.core.marks import EDGE_STYLES, NODE_STYLES, marks_from_findings
 from gradviz.core.script import ScriptError
 from gradviz.core.trace import trace
+from gradviz.render.graph_marks import graph_marks
 from gradviz.render.header import MARK_NOUNS
 
 BUGS = sorted((Path(__file__).resolve().parent.parent / "samples" / "bugs").glob("*.py"))
@@ -46,6 +47,8 @@ def test_export_check_draws_what_check_finds(script, tmp_path, capsys, monkeypat
     assert "health check:" in stdout and all(f.code in stdout for f in found)
     svg = out.read_text()
     marks = marks_from_findings(found).on_view(graph)
+    for style_name, edges in graph_marks(graph).edges.items():   # cut branches are drawn as part of the graph
+        marks.add_edges(style_name, edges)
     assert found, "every planted bug is found"
     for style_name, n in marks.counts().items():
         label = EDGE_STYLES.get(style_name) or NODE_STYLES[style_name]

@@ -128,8 +128,9 @@ def test_export_draws_diagnosis_marks_with_a_legend_entry_each(qtbot, window, tm
     win.mark_edges(marks.edges["broken"], "broken")
     win.mark_nodes(["loss"], "nan-origin")
     page = page_of(win)
-    assert page.marks == ["broken", "nan-origin"]
-    assert "1 cut edge · 1 NaN origin" in page.subtitle
+    # the detach sample's cut branch is part of its graph (views' graph marks): always drawn and explained
+    assert page.marks == ["broken", "cut-branch", "nan-origin"]
+    assert "1 cut edge · 1 cut branch · 1 NaN origin" in page.subtitle
     svg = export(win, tmp_path / "marked.svg").path.read_text()
     assert "cut edge: no gradient flows back along it" in svg and "where NaN/Inf first appears" in svg
     png = QImage(str(export(win, tmp_path / "marked.png").path))
@@ -145,14 +146,14 @@ def test_export_draws_diagnosis_marks_with_a_legend_entry_each(qtbot, window, tm
                 if abs(big.pixelColor(x, y).red() - 0xDC) < 8 and big.pixelColor(x, y).green() < 60)
     assert 450 < badge < 900, badge
     # the window's own legend explains them too
-    assert win.overlays.legend._marks == ["broken", "nan-origin"]
+    assert win.overlays.legend._marks == ["broken", "cut-branch", "nan-origin"]
 
 
 def test_a_new_script_clears_the_marks_from_the_export(qtbot, window, tmp_path):
     win = window
     open_and_wait(qtbot, win, SAMPLES / "bugs" / "detach.py")
     win.mark_nodes(["loss"], "nan-origin")
-    assert page_of(win).marks == ["nan-origin"]
+    assert page_of(win).marks == ["cut-branch", "nan-origin"]     # (its cut branch: a graph mark)
     open_and_wait(qtbot, win, MLP)
     page = page_of(win)
     assert page.marks == [] and "NaN origin" not in page.subtitle
