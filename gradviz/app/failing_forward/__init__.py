@@ -33,6 +33,17 @@ class FailureHost(PanelHost, Protocol):
     def show_graph(self, graph: Any, document: Document) -> None: ...
 
 
+def forward_error(error: BaseException | None) -> ScriptError | None:
+    """The forward's (or loss_fn's) own error in what the window reports: the error itself, or
+    the one the opening diagnosis explained (``app/explain.DiagnosedError`` is raised from it)."""
+    seen = 0
+    while error is not None and seen < 8:
+        if isinstance(error, ScriptError) and error.code == "forward-error":
+            return error
+        error, seen = error.__cause__, seen + 1
+    return None
+
+
 def partial_job(path: Path, step: int = 0):
     def job(ctx: JobContext):
         from gradviz.core.partial_trace import trace_failure
@@ -54,8 +65,7 @@ class FailingForward(QObject):
 
     def trace_failed(self, error: BaseException) -> Job | None:
         doc = self.host.document
-        if not (isinstance(error, ScriptError) and error.code == "forward-error") or doc.kind != "script" \
-                or doc.path is None:
+        if forward_error(error) is None or doc.kind != "script" or doc.path is None:
             return None       # the script did not load, or the batch could not be made: nothing ran to draw
         self.job = self.host.jobs.submit("partial", partial_job(doc.path), document=doc,
                                          on_done=lambda graph: self._done(doc, graph),
