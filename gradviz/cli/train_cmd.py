@@ -29,6 +29,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="override the script's optimizer")
     p.add_argument("--schedule", default="constant", choices=["constant", "step", "cosine"])
     p.add_argument("--clip", type=float, default=None, metavar="MAX_NORM", help="clip the global grad norm")
+    p.add_argument("--agc", type=float, default=None, metavar="LAMBDA",
+                   help="per-layer adaptive gradient clipping: each gradient clipped to LAMBDA * max(||W||, eps) "
+                   "(before --clip; e.g. 0.01-0.1)")
+    p.add_argument("--agc-eps", type=float, default=1e-3, metavar="EPS",
+                   help="adaptive clipping's floor of ||W|| (default 1e-3)")
+    p.add_argument("--agc-granularity", default="parameter", choices=["parameter", "unit"],
+                   help="adaptive clipping per parameter tensor (default) or per output unit (NFNets)")
+    p.add_argument("--label-smoothing", type=float, default=0.0, metavar="EPS",
+                   help="label smoothing of the script's cross-entropy loss (0-1; default 0: off)")
     p.add_argument("--accum", type=int, default=1, metavar="K", help="accumulate K micro-batches per step")
     p.add_argument("--no-zero-grad", action="store_true", help="do not zero gradients between steps")
     p.add_argument("--amp", action="store_true", help="mixed precision (CUDA only)")
@@ -42,14 +51,25 @@ def _num(x: float) -> float | None:
     return x if isinstance(x, float) and math.isfinite(x) else (None if isinstance(x, float) else x)
 
 
-def _progress(row, rate: float, as_json: bool, out) -> None:
+def _clipped_params(row) -> int:
+    """How many parameters' gradients clipping shrank at this step (beyond rounding)."""
+    import numpy as np
+
+    pre, post = row.param_norms, row.param_norms_clipped
+    with np.errstate(invalid="ignore"):
+        return int(np.count_nonzero(post < pre * (1 - 1e-6)))
+
+
+def _progress(row, rate: float, as_json: bool, out, clipping: bool) -> None:
     s = row.step + 1
     if as_json:
         print(json.dumps({"step": s, "loss": _num(row.loss), "grad_norm": _num(row.grad_norm),
-                          "grad_norm_clipped": _num(row.grad_norm_clipped),
+                          "grad_norm_clipped": _num(row.grad_norm_clipped), "clipped_params": _clipped_params(row),
                           "lr": _num(row.lr), "steps_per_s": rate}), file=out, flush=True)
     else:
-        print(f"step {s:6d}  loss {row.loss:.5g}  grad norm {row.grad_norm:.4g}  "
+        clipped = (f"  clipped {row.grad_norm_clipped:.4g} ({_clipped_params(row)}/{len(row.param_norms)} params)"
+                   if clipping else "")
+        print(f"step {s:6d}  loss {row.loss:.5g}  grad norm {row.grad_norm:.4g}{clipped}  "
               f"lr {row.lr:.3g}  {rate:.1f} steps/s", file=out, flush=True)
 
 
@@ -66,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         config = TrainConfig(device=args.device, optimizer=args.optimizer, lr=args.lr, schedule=args.schedule,
                              total_steps=max(1, args.steps), max_grad_norm=args.clip, accumulation=args.accum,
                              zero_grad_every_step=not args.no_zero_grad, amp=args.amp, seed=args.seed,
-                             node_sample_interval_s=None)
+                             node_sample_interval_s=None, adaptive_clip=args.agc, adaptive_clip_eps=args.agc_eps,
+                             adaptive_clip_granularity=args.agc_granularity, label_smoothing=args.label_smoothing)
         trainer = Trainer(script, config)
         if trainer.device.type == "cpu":
             torch.set_num_threads(training_threads())      # the window's policy: one core left free
@@ -74,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
 
     every = max(1, args.every)
+    clipping = args.clip is not None or args.agc is not None
     start = time.perf_counter()
     mark_t, mark_step = start, 0
     last = None
@@ -85,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
             s = row.step + 1
             if s % every == 0 or s == args.steps:
                 now = time.perf_counter()
-                _progress(row, (s - mark_step) / max(now - mark_t, 1e-9), args.json, out)
+                _progress(row, (s - mark_step) / max(now - mark_t, 1e-9), args.json, out, clipping)
                 mark_t, mark_step = now, s
     except NonFiniteLossError as exc:
         status, error = 1, exc
@@ -98,7 +120,10 @@ def run(args: argparse.Namespace) -> int:
     summary = {"summary": True, "script": str(script.path), "steps": trainer.step_index,
                "device": str(trainer.device), "final_loss": _num(last.loss) if last else None,
                "grad_norm": _num(last.grad_norm) if last else None, "metrics": metrics,
-               "seconds": elapsed, "threads": torch.get_num_threads(),
+               "seconds": elapsed, "threads": torch.get_num_threads(), "max_grad_norm": args.clip,
+               "adaptive_clip": None if args.agc is None else {"factor": args.agc, "eps": args.agc_eps,
+                                                                "granularity": args.agc_granularity},
+               "label_smoothing": args.label_smoothing,
                "status": "ok" if status == 0 else "nonfinite-loss" if status == 1 else "interrupted"}
     if error is not None:
         summary["error"] = str(error)

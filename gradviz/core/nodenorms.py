@@ -125,7 +125,7 @@ def hook_plan(nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, int]], skip:
     source = list(range(n))
     for i, fn in enumerate(nodes):
         c = consumer[i]
-        if not skip[i] and uses[i] == 1 and moves[c]:
+        if not skip[i] and uses[i] == 1 and moves[c] and not skip[c]:
             source[i] = source[c]
         moves[i] = _moves_only(fn)
     measure = [not skip[i] and source[i] == i for i in range(n)]
@@ -283,7 +283,8 @@ class NodeNormSampler:
 
     def sample(self, roots: torch.Tensor | Sequence[torch.Tensor], backward: Callable[[], Any] | None = None,
                inputs: Sequence[Any] = (), *, unscale: torch.Tensor | float | None = None,
-               params: bool = True, root_grad: float = 1.0, detail: str | None = None) -> dict[str, float | None]:
+               params: bool = True, root_grad: float = 1.0, detail: str | None = None,
+               id_roots: Sequence[Any] | None = None) -> dict[str, float | None]:
         """Run ``backward`` (default ``roots.backward()``) and return the gradient norm at every node.
 
         ``detail``: the id of one op/input node (e.g. the one selected in the window) whose
@@ -295,16 +296,27 @@ class NodeNormSampler:
         times 1/k for a loss divided by k), so they read as for an unscaled loss.
         ``params``: also report ``param:<name>`` as the norm of ``p.grad`` after
         backward (None when ``p.grad`` is None). ``root_grad``: what ``loss`` reports.
+        ``id_roots``: autograd nodes of the graph whose subgraph is numbered (and measured)
+        instead of the whole graph -- e.g. the ``nll_loss`` node of a label-smoothed
+        cross-entropy, whose subgraph is the script's graph as a trace sees it; the nodes
+        outside it get no id. Consumers are counted in the whole graph, so a node that
+        also feeds the nodes outside is measured by its own hook.
         Returns ``{node_id: norm}``; a node whose hook never ran maps to None.
         """
         roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
         input_names = {id(t): i for i, t in enumerate(inputs)
                        if isinstance(t, torch.Tensor) and t.requires_grad}
         nodes, edges = walk([r.grad_fn for r in roots])
-        ids = node_ids_for(nodes, self._param_names, input_names)
+        if id_roots is None:
+            ids: list[str | None] = node_ids_for(nodes, self._param_names, input_names)
+        else:
+            numbered = walk(id_roots)[0]
+            known = dict(zip(numbered, node_ids_for(numbered, self._param_names, input_names)))
+            ids = [known.get(fn) for fn in nodes]
         self.last_n_nodes = len(nodes)
         self.last_detail = None
-        skip = [nid.startswith("param:") for nid in ids]   # parameters: p.grad after backward (as trace)
+        # parameters: p.grad after backward (as trace); nodes outside id_roots' subgraph: not shown
+        skip = [nid is None or nid.startswith("param:") for nid in ids]
         plan = hook_plan(nodes, edges, skip)
         del edges
         live = [True]
@@ -329,7 +341,8 @@ class NodeNormSampler:
         if unscale is not None:
             measured = values >= 0
             values[measured] /= float(unscale)
-        result: dict[str, float | None] = {nid: (None if v == -1.0 else v) for nid, v in zip(ids, values.tolist())}
+        result: dict[str, float | None] = {nid: (None if v == -1.0 else v) for nid, v in zip(ids, values.tolist())
+                                           if nid is not None}
         if params:
             present = [(f"param:{name}", p.grad) for name, p in self._params if p.grad is not None]
             for name, p in self._params:

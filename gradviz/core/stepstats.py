@@ -25,6 +25,8 @@ A ``StepRow`` holds ``step``, ``loss``, ``lr``, ``step_time``, ``node_norms``/``
 - ``grad_norm_clipped``: global norm after clipping (== ``grad_norm`` without clipping)
 - ``param_norms``: per-parameter gradient norms before clipping, ``p.grad.norm()``;
   NaN where ``p.grad`` is None (see ``has_grad``)
+- ``param_norms_clipped``: per-parameter gradient norms after clipping (what the optimizer
+  got): measured after adaptive clipping, else ``param_norms`` times the global coefficient
 - ``has_grad``: bool array, False where ``p.grad`` was None
 - ``weight_norms``: per-parameter ``||theta||`` before the update (NaN: not measured)
 - ``update_ratios``: per-parameter ``||theta_after - theta_before|| / ||theta_before||``
@@ -40,14 +42,15 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
+from gradviz.core.adaptive_clip import AdaptiveClip, clip_after_adaptive
 from gradviz.core.stepstats_norms import STRATEGIES, NormStrategy, StepNumbers, make_strategy
 
 __all__ = ["StepStats", "StepNumbers", "StepRow", "step_columns", "STRATEGIES", "ROW_KEYS"]
 
 _NAN = float("nan")
 
-ROW_KEYS = ("loss", "grad_norm", "grad_norm_clipped", "param_norms", "has_grad", "weight_norms",
-            "update_ratios", "lr", "step_time", "nonfinite")
+ROW_KEYS = ("loss", "grad_norm", "grad_norm_clipped", "param_norms", "param_norms_clipped", "has_grad",
+            "weight_norms", "update_ratios", "lr", "step_time", "nonfinite")
 
 
 class StepStats:
@@ -82,17 +85,29 @@ class StepStats:
         self._t0 = time.perf_counter()
         self._numbers = None
 
-    def grads_ready(self, max_norm: float | None = None, updates: bool = True) -> torch.Tensor | None:
+    def grads_ready(self, max_norm: float | None = None, updates: bool = True,
+                    adaptive: AdaptiveClip | None = None) -> torch.Tensor | None:
         """Call after backward (and after ``GradScaler.unscale_``), before ``optimizer.step()``.
 
         Measures every gradient norm (and, when update ratios are due, every weight norm and
         a snapshot of the weights), clipping when ``max_norm`` is given exactly as
         ``clip_grad_norm_`` does (coefficient ``max_norm / (total + 1e-6)`` clamped to 1).
-        Returns the pre-clip global norm as a tensor when clipping, else None.
+        ``adaptive``: per-layer adaptive clipping (``gradviz.core.adaptive_clip``) first, then
+        the global clip of what it left; the row's ``param_norms_clipped`` are then measured.
+        Returns the global norm the global clip saw, as a tensor, when clipping, else None.
         ``updates=False`` skips the update ratios for this step (NaN in the row).
         """
         self._updates_now = self.track_updates and updates
-        self._numbers, total = self.norms.measure(max_norm, self._updates_now)
+        if adaptive is None:
+            self._numbers, total = self.norms.measure(max_norm, self._updates_now)
+            return total
+        self._numbers, _ = self.norms.measure(None, self._updates_now)     # the norms before clipping
+        clipped = adaptive.apply(self.params)
+        total = None
+        if max_norm is not None and clipped:
+            total, clipped = clip_after_adaptive(self.params, clipped, max_norm)
+            self._numbers.max_norm = float(max_norm)
+        self._numbers.clipped = clipped
         return total
 
     def after_update(self) -> None:
@@ -166,6 +181,10 @@ class StepRow:
         return self._get("param_norms")
 
     @property
+    def param_norms_clipped(self) -> np.ndarray:
+        return self._get("param_norms_clipped")
+
+    @property
     def has_grad(self) -> np.ndarray:
         return self._get("has_grad")
 
@@ -184,7 +203,7 @@ class StepRow:
         return out
 
 
-def _layout(s: StepNumbers) -> tuple:
+def _layout(s: StepNumbers) -> tuple:   # (what fixes where each value of ``values`` goes)
     return (s.squared, s.n_grads, s.present, len(s.values), s.weights, s.deltas)
 
 
@@ -193,6 +212,7 @@ def step_columns(steps: Sequence[StepNumbers]) -> dict[str, np.ndarray]:
 
     Returns float64 ``param_norms`` (R x n, NaN = no gradient), bool ``has_grad``,
     ``grad_norm`` and ``grad_norm_clipped`` (R; NaN/inf propagate like torch's global norm),
+    ``param_norms_clipped`` (R x n, after every clip),
     int64 ``nonfinite`` (R), ``weight_norms``, ``update_norms`` and ``update_ratios``
     (R x n, NaN = not measured). Device numbers are stacked and copied to the host once
     per layout. All steps must measure the same parameters (same ``n``).
@@ -234,10 +254,37 @@ def step_columns(steps: Sequence[StepNumbers]) -> dict[str, np.ndarray]:
     max_norm = np.array([_NAN if s.max_norm is None else s.max_norm for s in steps], dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         coef = np.minimum(1.0, max_norm / (grad_norm + 1e-6))
-        clipped = np.where(np.isfinite(max_norm) & np.isfinite(grad_norm), grad_norm * coef, grad_norm)
+        global_clip = np.isfinite(max_norm) & np.isfinite(grad_norm)
+        clipped = np.where(global_clip, grad_norm * coef, grad_norm)
+        per_param = np.where(global_clip[:, None], norms * coef[:, None], norms)
         ratios = deltas / weights
+    adaptive = [i for i, s in enumerate(steps) if s.clipped is not None]
+    if adaptive:
+        clipped[adaptive] = _adaptive_columns([steps[i] for i in adaptive], per_param, adaptive)
     return {"param_norms": norms, "has_grad": has, "grad_norm": grad_norm, "grad_norm_clipped": clipped,
-            "nonfinite": nonfinite, "weight_norms": weights, "update_norms": deltas, "update_ratios": ratios}
+            "param_norms_clipped": per_param, "nonfinite": nonfinite, "weight_norms": weights,
+            "update_norms": deltas, "update_ratios": ratios}
+
+
+def _adaptive_columns(steps: Sequence[StepNumbers], per_param: np.ndarray, rows: list[int]) -> np.ndarray:
+    """Writes the measured post-clip norms of adaptively clipped steps into ``per_param``
+    (one host copy for all of them); returns their global post-clip norms."""
+    flat = [t for s in steps for t in s.clipped]
+    if flat:
+        with torch.no_grad():
+            device = flat[0].device
+            values = torch.stack([t.to(device, torch.float32) for t in flat]).to("cpu", torch.float64).numpy()
+    else:
+        values = np.zeros(0)
+    totals = np.zeros(len(steps))
+    start = 0
+    for k, (s, r) in enumerate(zip(steps, rows)):
+        part = values[start:start + len(s.clipped)]
+        start += len(s.clipped)
+        cols = np.arange(s.n) if s.present is None else np.asarray(s.present, dtype=np.intp)
+        per_param[r, cols] = part
+        totals[k] = np.sqrt(np.sum(part * part))
+    return totals
 
 
 def _host_block(values: list, squared: bool, length: int) -> tuple[np.ndarray, np.ndarray]:

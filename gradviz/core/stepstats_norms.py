@@ -34,7 +34,9 @@ class StepNumbers:
     ``values``: ``n_grads`` gradient norms (of the parameters in ``present``; None = all
     ``n``), then ``n`` weight norms when ``weights``, then ``n`` update norms when ``deltas``.
     Squared norms as host numbers (``squared``) or norms as 0-d tensors of one device and
-    dtype. ``max_norm``: the clipping threshold applied, if any.
+    dtype. ``max_norm``: the clipping threshold applied, if any. ``clipped``: with adaptive
+    clipping, the ``n_grads`` gradient norms after every clip (0-d tensors); None otherwise
+    (the norms after a global clip alone follow from ``max_norm``).
     """
 
     values: list
@@ -45,6 +47,7 @@ class StepNumbers:
     weights: bool = False
     deltas: bool = False
     max_norm: float | None = None
+    clipped: list | None = None
 
 
 class NormStrategy(Protocol):

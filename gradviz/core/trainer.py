@@ -5,7 +5,14 @@ script. Each ``step()`` does, in this order::
 
     zero_grad (unless disabled)
     for each of k micro-batches:  batch(step*k + j) -> device -> forward -> loss -> backward(loss / k)
-    [GradScaler.unscale_]  ->  clip (clip_grad_norm_'s rule)  ->  optimizer.step  ->  schedule
+    [GradScaler.unscale_]  ->  [adaptive clip per parameter]  ->  clip (clip_grad_norm_'s rule)
+        ->  optimizer.step  ->  schedule
+
+Two training options from seed 002: ``adaptive_clip`` (per-layer adaptive gradient clipping,
+``gradviz.core.adaptive_clip``: each gradient bounded by ``factor * max(||W||, eps)``; the
+rows' ``param_norms_clipped`` show what the optimizer got) and ``label_smoothing`` (the
+script's ``F.cross_entropy``/``nn.CrossEntropyLoss`` smoothed by ``epsilon``,
+``gradviz.core.label_smoothing``; a loss with no cross-entropy is refused at the first step).
 
 and returns its ``StepRow`` (see ``gradviz.core.stepstats``): ``step``, ``loss``, ``lr``,
 the gradient statistics and, on sampled steps, ``node_norms`` (``{node_id: norm}`` with the
@@ -17,8 +24,10 @@ graph, and so the node ids, are the same as a trace of the script.
 """
 from __future__ import annotations
 
+import logging
 import math
 import time
+from contextlib import nullcontext
 from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -26,12 +35,16 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from gradviz.core.adaptive_clip import GRANULARITIES, AdaptiveClip
 from gradviz.core.devices import available_devices, resolve_device, to_device
+from gradviz.core.label_smoothing import LabelSmoothing, id_roots
 from gradviz.core.nodenorms import NodeNormSampler, prepare_inputs
 from gradviz.core.script import ModelScript, ScriptError, check_loss, error_from_exception, load_script
 from gradviz.core.stats import tensor_stats
 from gradviz.core.stepstats import StepRow, StepStats, loss_value
 from gradviz.core.update_cadence import UpdateCadence
+
+log = logging.getLogger(__name__)
 
 __all__ = ["TrainConfig", "Trainer", "StepRow", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
            "available_devices", "lr_factor"]
@@ -54,6 +67,10 @@ class TrainConfig:
     total_steps: int = 1000                 # cosine schedule: lr reaches min_lr_ratio * lr here
     min_lr_ratio: float = 0.0
     max_grad_norm: float | None = None      # None: no clipping
+    adaptive_clip: float | None = None      # per-layer adaptive clipping factor (lambda); None: off
+    adaptive_clip_eps: float = 1e-3         # ... the floor of ||W|| (keeps zero-initialised biases moving)
+    adaptive_clip_granularity: str = "parameter"   # "parameter" (per tensor) or "unit" (per output row, NFNets)
+    label_smoothing: float = 0.0            # epsilon for the script's cross-entropy; 0: off
     accumulation: int = 1                   # k micro-batches per step, loss divided by k
     zero_grad_every_step: bool = True
     amp: bool = False                       # CUDA only: autocast + GradScaler
@@ -97,6 +114,17 @@ def lr_factor(config: TrainConfig, step: int) -> float:
     return 1.0
 
 
+_warned_no_node_norms = False
+
+
+def _warn_no_node_norms() -> None:
+    global _warned_no_node_norms
+    if not _warned_no_node_norms:
+        _warned_no_node_norms = True
+        log.warning("label smoothing: the loss adds a smoothed class-index cross-entropy to other terms, so its "
+                    "graph has no numbering matching the trace's; node norms are not sampled")
+
+
 def _with_step(exc: ScriptError, step: int) -> ScriptError:
     if getattr(exc, "step", None) is not None:
         return exc
@@ -118,6 +146,7 @@ class Trainer:
             raise ValueError(f"unknown optimizer {self.config.optimizer!r} (one of {', '.join(OPTIMIZERS)})")
         if self.config.accumulation < 1:
             raise ValueError("accumulation must be at least 1")
+        self._check_toggles(self.config)
         self.device = resolve_device(self.config.device)
         self.amp = bool(self.config.amp) and self.device.type == "cuda"
         # a node id (e.g. the window's selection) whose full gradient statistics sampled
@@ -151,6 +180,16 @@ class Trainer:
         self._ones: dict[tuple, torch.Tensor] = {}
         self._cadence = UpdateCadence(self.config.update_ratio_every)
         self._apply_schedule(0)
+
+    @staticmethod
+    def _check_toggles(cfg: TrainConfig) -> None:
+        """Refuse bad adaptive clipping / label smoothing settings before any step (ValueError)."""
+        if cfg.adaptive_clip is not None:
+            AdaptiveClip(cfg.adaptive_clip, cfg.adaptive_clip_eps, cfg.adaptive_clip_granularity)
+        elif cfg.adaptive_clip_granularity not in GRANULARITIES:
+            raise ValueError(f"unknown adaptive clipping granularity {cfg.adaptive_clip_granularity!r}")
+        if not 0.0 <= cfg.label_smoothing <= 1.0:
+            raise ValueError(f"label smoothing must be in [0, 1], got {cfg.label_smoothing}")
 
     def _make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
         cfg = self.config
@@ -279,17 +318,16 @@ class Trainer:
             sampled = sample and j == k - 1
             if sampled:
                 inputs = prepare_inputs(inputs)
-            if self.amp:
-                with torch.autocast("cuda", dtype=getattr(torch, cfg.amp_dtype)):
-                    raw = self.script.compute_loss(self.model, inputs, targets)
-            else:
-                raw = self.script.compute_loss(self.model, inputs, targets)
-            loss = check_loss(raw, *self._loss_where)
+            loss, smoothing = self._loss(inputs, targets)
             grad = self._root_grad(loss, k)
-            if sampled:
+            roots = None if smoothing is None or not sampled else id_roots(loss, smoothing)
+            if sampled and (smoothing is None or roots is not None):
                 node_norms = self.sampler.sample(loss, partial(self._backward, loss, grad), inputs,
-                                                 unscale=grad, params=False, detail=self.detail_node)
+                                                 unscale=grad, params=False, detail=self.detail_node,
+                                                 id_roots=roots)
             else:
+                if sampled:
+                    _warn_no_node_norms()
                 self._backward(loss, grad)
             if k == 1:
                 loss_sum = loss          # its graph is freed by backward; only the value is read
@@ -297,6 +335,22 @@ class Trainer:
                 detached = loss.detach()
                 loss_sum = detached if loss_sum is None else loss_sum + detached
         return loss_sum, node_norms
+
+    def _loss(self, inputs: tuple, targets: Any) -> tuple[torch.Tensor, LabelSmoothing | None]:
+        """Forward and loss of one micro-batch (autocast under AMP; label smoothing when asked)."""
+        cfg = self.config
+        smoothing = LabelSmoothing(cfg.label_smoothing) if cfg.label_smoothing > 0 else None
+        with (torch.autocast("cuda", dtype=getattr(torch, cfg.amp_dtype)) if self.amp else nullcontext()), \
+                (smoothing if smoothing is not None else nullcontext()):
+            raw = self.script.compute_loss(self.model, inputs, targets)
+        loss = check_loss(raw, *self._loss_where)
+        if smoothing is not None and smoothing.calls == 0:
+            path, line = self._loss_where
+            raise ScriptError(f"label smoothing ({cfg.label_smoothing}) needs a cross-entropy loss "
+                              "(nn.CrossEntropyLoss or F.cross_entropy), and the loss called none; "
+                              "turn label smoothing off or compute the loss with F.cross_entropy",
+                              path=path, line=line, code="label-smoothing-unsupported")
+        return loss, smoothing
 
     def _optimizer_step(self, s: int) -> None:
         """Unscale (AMP), gradient statistics and clipping, the optimizer's step, update ratios."""
@@ -306,13 +360,18 @@ class Trainer:
             if self.scaler is not None:
                 self.scaler.unscale_(opt)
             t_u = time.perf_counter()
-            stats.grads_ready(self.config.max_grad_norm, updates)
+            cfg = self.config
+            adaptive = (None if cfg.adaptive_clip is None else
+                        AdaptiveClip(cfg.adaptive_clip, cfg.adaptive_clip_eps, cfg.adaptive_clip_granularity))
+            stats.grads_ready(cfg.max_grad_norm, updates, adaptive)
             t_u = time.perf_counter() - t_u
             if self.scaler is not None:
                 self.scaler.step(opt)
                 self.scaler.update()
             else:
                 opt.step()
+        except ScriptError:
+            raise                         # (adaptive clipping of sparse gradients)
         except Exception as exc:
             fn = self.script.attr("optimizer")
             raise error_from_exception(exc, "the optimizer step failed", "script-error",

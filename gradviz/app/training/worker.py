@@ -37,6 +37,7 @@ def rows_to_columns(rows: list[StepRow]) -> dict:
         "lr": np.fromiter((r.lr for r in rows), dtype=np.float64, count=n),
         "step_time": np.fromiter((r.step_time for r in rows), dtype=np.float64, count=n),
         "param_norms": cols["param_norms"].astype(np.float32, copy=False),
+        "param_norms_clipped": cols["param_norms_clipped"].astype(np.float32, copy=False),
         "update_ratios": cols["update_ratios"].astype(np.float32, copy=False),
         "nonfinite": cols["nonfinite"],
     }
