@@ -1,7 +1,7 @@
 """Bounded training history in numpy ring-style buffers (no Qt).
 
 Columns: ``step``, ``loss``, ``grad_norm``, ``grad_norm_clipped``, ``lr``, ``step_time``
-(one value per kept step) and ``param_norms`` / ``update_ratios`` (one row per kept
+(one value per kept step) and ``param_norms`` / ``param_norms_clipped`` / ``update_ratios`` (one row per kept
 step, one column per parameter in ``names``). Buffers grow geometrically up to
 ``capacity`` rows; when full, every other row is dropped and from then on only every
 ``stride``-th incoming step is kept, so memory stays bounded and the whole run stays
@@ -19,7 +19,7 @@ import numpy as np
 from gradviz.core.atomic import atomic_write
 
 SCALARS = ("step", "loss", "grad_norm", "grad_norm_clipped", "lr", "step_time")
-MATRICES = ("param_norms", "update_ratios")
+MATRICES = ("param_norms", "param_norms_clipped", "update_ratios")
 
 
 class History:

@@ -75,6 +75,20 @@ class TrainingPanel(QWidget):
         self.clip.setDecimals(3)
         self.clip.setSpecialValueText("off")
         self.clip.setValue(0.0)
+        # seed 002's toggles (gradviz.core.adaptive_clip / label_smoothing): 0 = off
+        self.agc = QDoubleSpinBox()
+        self.agc.setRange(0.0, 100.0)
+        self.agc.setDecimals(3)
+        self.agc.setSingleStep(0.01)
+        self.agc.setSpecialValueText("off")
+        self.agc.setToolTip("Per-layer adaptive gradient clipping: each gradient clipped to "
+                            "λ · max(‖W‖, 1e-3) before the max-norm clip (0.01–0.1 is usual)")
+        self.label_smoothing = QDoubleSpinBox()
+        self.label_smoothing.setRange(0.0, 1.0)
+        self.label_smoothing.setDecimals(2)
+        self.label_smoothing.setSingleStep(0.05)
+        self.label_smoothing.setSpecialValueText("off")
+        self.label_smoothing.setToolTip("Label smoothing ε of the script's cross-entropy loss")
         self.accum = QSpinBox()
         self.accum.setRange(1, 1024)
         self.zero_grad = QCheckBox("zero grads every step")
@@ -84,7 +98,8 @@ class TrainingPanel(QWidget):
         self.fixed_range.toggled.connect(self._fixed_range_toggled)
         self.device.currentIndexChanged.connect(self._device_changed)
         self._device_changed()
-        for w in (self.optimizer, self.schedule, self.clip, self.accum, self.zero_grad, self.amp):
+        for w in (self.optimizer, self.schedule, self.clip, self.agc, self.label_smoothing, self.accum,
+                  self.zero_grad, self.amp):
             sig = getattr(w, "currentIndexChanged", None) or getattr(w, "valueChanged", None) or w.toggled
             sig.connect(self._settings_changed)
         self.lr.editingFinished.connect(self._settings_changed)
@@ -95,6 +110,8 @@ class TrainingPanel(QWidget):
         form.addRow("Learning rate", self.lr)
         form.addRow("Schedule", self.schedule)
         form.addRow("Clip max-norm", self.clip)
+        form.addRow("Adaptive clip λ", self.agc)
+        form.addRow("Label smoothing ε", self.label_smoothing)
         form.addRow("Accumulate k", self.accum)
         checks = QHBoxLayout()
         checks.addWidget(self.zero_grad)
@@ -127,6 +144,7 @@ class TrainingPanel(QWidget):
         clip = self.clip.value() or None
         return TrainConfig(device=self.device.currentData(), optimizer=self.optimizer.currentData(), lr=lr,
                            schedule=self.schedule.currentText(), max_grad_norm=clip,
+                           adaptive_clip=self.agc.value() or None, label_smoothing=self.label_smoothing.value(),
                            accumulation=self.accum.value(), zero_grad_every_step=self.zero_grad.isChecked(),
                            amp=self.amp.isChecked() and self.device.currentData() == "cuda",
                            diagnose_nonfinite=self.diagnose_nonfinite)

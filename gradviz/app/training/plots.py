@@ -1,7 +1,8 @@
 """Live training plots (pyqtgraph), redrawn from a ``History`` by a timer (<= 30 Hz).
 
 Panels, all against the step: loss; global gradient norm before/after clipping (log y);
-per-parameter gradient norms (log y) with a checkable list to show/hide each curve;
+per-parameter gradient norms (log y; dashed where clipping shrank them: the norm after
+clipping) with a checkable list to show/hide each curve;
 update-to-weight ratio per parameter (log y, the same curves shown); learning rate.
 Hovering a plot shows a vertical line and the values at that step. ``highlight(name,
 color)`` makes one parameter's curves thick, on top, in the given colour.
@@ -62,7 +63,7 @@ class TrainingPlots(QWidget):
 
         self.loss_plot = Plot("loss")
         self.norm_plot = Plot("global grad norm (pre / post clip)", log_y=True)
-        self.param_plot = Plot("grad norm per parameter", log_y=True)
+        self.param_plot = Plot("grad norm per parameter (dashed: after clipping)", log_y=True)
         self.ratio_plot = Plot("update / weight ratio", log_y=True)
         self.lr_plot = Plot("learning rate")
         self.plots = [self.loss_plot, self.norm_plot, self.param_plot, self.ratio_plot, self.lr_plot]
@@ -77,6 +78,7 @@ class TrainingPlots(QWidget):
         self.lr_curve = self.lr_plot.plot(pen=pg.mkPen((130, 80, 180), width=1))
         self.param_curves: dict[str, pg.PlotDataItem] = {}
         self.ratio_curves: dict[str, pg.PlotDataItem] = {}
+        self.clip_curves: dict[str, pg.PlotDataItem] = {}     # per parameter, where clipping shrank it
         self.loss_plot.describe = self._describe(lambda i: f"loss {_fmt(self._col('loss')[i])}")
         self.norm_plot.describe = self._describe(
             lambda i: f"pre {_fmt(self._col('grad_norm')[i])}  post {_fmt(self._col('grad_norm_clipped')[i])}")
@@ -155,8 +157,11 @@ class TrainingPlots(QWidget):
             self.param_plot.removeItem(c)
         for c in list(self.ratio_curves.values()):
             self.ratio_plot.removeItem(c)
+        for c in list(self.clip_curves.values()):
+            self.param_plot.removeItem(c)
         self.param_curves.clear()
         self.ratio_curves.clear()
+        self.clip_curves.clear()
         self.names = list(names)
         n = max(1, len(self.names))
         self.colors = [pg.intColor(i, hues=min(n, 12), values=max(1, math.ceil(n / 12)), minValue=160)
@@ -168,10 +173,12 @@ class TrainingPlots(QWidget):
             pen = pg.mkPen(color, width=1)
             pc = self.param_plot.plot(pen=pen)
             rc = self.ratio_plot.plot(pen=pen)
-            pc.setVisible(name in self.visible)
-            rc.setVisible(name in self.visible)
+            cc = self.param_plot.plot(pen=pg.mkPen(color, width=1, style=Qt.DashLine))
+            for c in (pc, rc, cc):
+                c.setVisible(name in self.visible)
             self.param_curves[name] = pc
             self.ratio_curves[name] = rc
+            self.clip_curves[name] = cc
             item = QListWidgetItem(_swatch(color), name)
             item.setFlags(item.flags() | Qt.ItemIsUserCheckable)
             item.setCheckState(Qt.Checked if name in self.visible else Qt.Unchecked)
@@ -189,6 +196,7 @@ class TrainingPlots(QWidget):
         (self.visible.add if on else self.visible.discard)(name)
         self.param_curves[name].setVisible(on)
         self.ratio_curves[name].setVisible(on)
+        self.clip_curves[name].setVisible(on)
         item = self.list.item(self.names.index(name))
         if (item.checkState() == Qt.Checked) != on:
             self.list.blockSignals(True)
@@ -213,6 +221,8 @@ class TrainingPlots(QWidget):
             for c in (self.param_curves[prev], self.ratio_curves[prev]):
                 c.setPen(pg.mkPen(self.colors[i], width=1))
                 c.setZValue(0)
+            self.clip_curves[prev].setPen(pg.mkPen(self.colors[i], width=1, style=Qt.DashLine))
+            self.clip_curves[prev].setZValue(0)
             self.set_visible(prev, prev in self.visible)
         self.highlighted = name
         self._highlight_color = color
@@ -223,6 +233,9 @@ class TrainingPlots(QWidget):
                 c.setPen(pg.mkPen(col, width=3.5))
                 c.setZValue(10)
                 c.setVisible(True)
+            self.clip_curves[name].setPen(pg.mkPen(col, width=2.5, style=Qt.DashLine))
+            self.clip_curves[name].setZValue(10)
+            self.clip_curves[name].setVisible(True)
             self._draw_param(name)
 
     def curve_color(self, name: str) -> QColor | None:
@@ -328,7 +341,12 @@ class TrainingPlots(QWidget):
         i = self.names.index(name)
         x = h.column("step") if x is None else x
         if params:
-            self.param_curves[name].setData(x, _positive(h.column("param_norms")[:, i]), connect="finite")
+            pre = h.column("param_norms")[:, i]
+            self.param_curves[name].setData(x, _positive(pre), connect="finite")
+            post = h.column("param_norms_clipped")[:, i]
+            with np.errstate(invalid="ignore"):
+                shrunk = post < pre * (1 - 1e-6)
+            self.clip_curves[name].setData(x, np.where(shrunk, _positive(post), np.nan), connect="finite")
         if not ratios:
             return
         # update ratios may be measured every few steps only (NaN between): draw the measured ones joined
