@@ -1,7 +1,7 @@
 """Training overhead of gradviz's Trainer vs a plain PyTorch loop, UI responsiveness while
 training, and time to 90 % accuracy on the digits MLP.
 
-    python benchmarks/bench_training.py [--quick] [--no-ui] [--device cpu]
+    python benchmarks/bench_training.py [--quick] [--no-ui] [--device cpu] [--toggles]
 
 Overhead: in ONE process, INTERLEAVED blocks of ``--block`` steps (default 50) of a plain
 loop (zero_grad, forward, backward, step; same batches) and of ``Trainer.step()`` with its
@@ -42,9 +42,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def interleaved(script, make_model, device: str, blocks: int, block: int, warmup: int = 20) -> tuple[float, float]:
-    """Median step time (s) of the plain loop and of the Trainer, alternating blocks."""
-    config = TrainConfig(device=device, seed=0)
+def interleaved(script, make_model, device: str, blocks: int, block: int, warmup: int = 20,
+                **options) -> tuple[float, float]:
+    """Median step time (s) of the plain loop and of the Trainer (``options``: more TrainConfig
+    fields), alternating blocks."""
+    config = TrainConfig(device=device, seed=0, **options)
     trainer = Trainer(script, config)
     if make_model is not None:                      # e.g. a bigger GPT than the script's default
         torch.manual_seed(0)
@@ -168,6 +170,8 @@ def main() -> None:
     parser.add_argument("--no-ui", action="store_true")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--block", type=int, default=50)
+    parser.add_argument("--toggles", action="store_true",
+                        help="also the MLP with adaptive clipping and label smoothing on (their cost)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="cpu: time the overhead steps by this thread's CPU time (other processes sharing "
                              "the cores then add no noise; CPU device only)")
@@ -193,6 +197,10 @@ def main() -> None:
     p, o = interleaved(mlp, None, args.device, blocks, args.block)
     ratios["mlp"] = o / p
     print(f"digits MLP (batch 64): plain {p * 1e3:.3f} ms/step, gradviz {o * 1e3:.3f} ms/step, ratio {o / p:.3f}")
+    if args.toggles:          # seed 002's toggles: their cost over a plain loop without them
+        p, o = interleaved(mlp, None, args.device, blocks, args.block, adaptive_clip=0.02, label_smoothing=0.1)
+        print(f"digits MLP with adaptive clipping 0.02 + label smoothing 0.1: plain {p * 1e3:.3f} ms/step, "
+              f"gradviz {o * 1e3:.3f} ms/step, ratio {o / p:.3f} (not counted in the worst ratio)")
 
     gpt = load_script(GPT)
     p, o = interleaved(gpt, lambda: transformer.make_gpt(12, 64), args.device,
