@@ -103,6 +103,37 @@ def test_argmax_cut_feeds_the_embedding():
     assert g.nodes[cut["consumer"]]["label"] == "embedding"
 
 
+def test_in_place_detach():
+    # h.detach_() detaches the very tensor the head then uses: the branch ends at the detach_,
+    # and the head's linear is the main graph's, not part of the branch
+    path = VIEWS / "cut_inplace_detach.py"
+    g, cuts = _branches(path)
+    (cut,) = cuts.values()
+    assert g.nodes[cut["node"]]["label"] == ".detach_()"
+    assert g.nodes[cut["node"]]["location"].endswith(f":{_line(path, 'LINE_CUT')}")
+    assert cut["params"] == ["encoder.0.bias", "encoder.0.weight"]
+    assert _labels(g, cut["nodes"]) == ["addmm", "relu"]
+    assert g.nodes[cut["consumer"]]["module"] == "head" and g.nodes[cut["consumer"]]["reachable"] is True
+
+
+def test_cut_values_written_in_place_into_another_tensor():
+    # buf[:, :8] = h.detach() and memory.copy_(...) under no_grad: the head reads buf and memory,
+    # so the dashed edge goes from each cut to the head's linear
+    path = VIEWS / "cut_inplace_write.py"
+    g, cuts = _branches(path)
+    by_label = {g.nodes[n]["label"]: b for n, b in cuts.items()}
+    assert set(by_label) == {".detach()", "torch.no_grad()"}
+    detach, no_grad = by_label[".detach()"], by_label["torch.no_grad()"]
+    assert g.nodes[detach["node"]]["location"].endswith(f":{_line(path, 'LINE_SETITEM')}")
+    assert g.nodes[no_grad["node"]]["location"].endswith(f":{_line(path, 'LINE_NO_GRAD')}")
+    assert detach["params"] == ["encoder.0.bias", "encoder.0.weight"]
+    assert no_grad["params"] == ["summary.bias", "summary.weight"]
+    assert _labels(g, detach["nodes"]) == ["addmm", "relu", "slice"]
+    assert _labels(g, no_grad["nodes"]) == ["copy_", "linear"]
+    for cut in (detach, no_grad):
+        assert g.nodes[cut["consumer"]]["module"] == "head"
+
+
 def test_two_cuts_in_one_forward():
     path = VIEWS / "cut_two.py"
     g, cuts = _branches(path)
@@ -148,13 +179,13 @@ def test_healthy_model_runs_no_extra_forward(tmp_path, monkeypatch):
 def test_cut_location_agrees_with_the_health_check():
     from gradviz.core.diagnosis.checklist import check
 
-    for name in ("detach.py", "no_grad.py", "numpy_roundtrip.py"):
-        path = BUGS / name
+    for path in (BUGS / "detach.py", BUGS / "no_grad.py", BUGS / "numpy_roundtrip.py", BUGS / "argmax.py",
+                 VIEWS / "cut_inplace_detach.py", VIEWS / "cut_data.py", VIEWS / "cut_item.py"):
         g, cuts = _branches(path)
         (cut,) = cuts.values()
         finding = next(f for f in check(str(path), gradcheck=False) if f.code == "unreachable")
-        assert finding.location == g.nodes[cut["node"]]["location"], name
-        assert sorted(finding.params) == cut["params"], name
+        assert finding.location == g.nodes[cut["node"]]["location"], path.name
+        assert sorted(finding.params) == cut["params"], path.name
 
 
 def test_transformers_model_cut_by_detach(tmp_path):

@@ -24,6 +24,14 @@ from gradviz.core.finite_watch import FiniteWatch, NonFinite  # noqa: F401 (NonF
 from gradviz.core.locations import locate
 
 # calls whose result carries no gradient back to their input
+def _dropped_in_place(func: Any, args: tuple) -> list | None:
+    """``h.detach_()`` drops h's ``grad_fn`` in place: read it before the call, so the cut
+    is recorded with what it cut (after the call h looks as if it never had a gradient)."""
+    if not args or getattr(func, "__name__", "") != "detach_" or not isinstance(args[0], torch.Tensor):
+        return None
+    return [args[0].grad_fn] if args[0].grad_fn is not None else []
+
+
 CUT_OPS = {
     "detach", "detach_", "numpy", "item", "tolist", "argmax", "argmin", "argsort",
     "_set_grad_enabled", "__bool__", "__int__", "__float__", "round", "sign", "floor", "ceil",
@@ -144,12 +152,13 @@ class ForwardCapture(TorchFunctionMode):
     # -- the mode -----------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        dropped = _dropped_in_place(func, args)
         out = func(*args, **kwargs)
         if compiling() or threading.get_ident() != self._thread:
             return out
         name = _func_name(func)
         if name in CUT_OPS:
-            self._record_cut(name, args, out)
+            self._record_cut(name, args, out, dropped)
         if self.check_finite:
             self._check_finite(name, args, kwargs, out)
         if isinstance(out, torch.Tensor):
@@ -177,14 +186,14 @@ class ForwardCapture(TorchFunctionMode):
                 if nxt is not None and nxt not in origins and not hasattr(nxt, "variable"):
                     todo.append(nxt)
 
-    def _record_cut(self, name: str, args: tuple, out: Any) -> None:
+    def _record_cut(self, name: str, args: tuple, out: Any, dropped: list | None = None) -> None:
         if name == "_set_grad_enabled":
             enabled = bool(args[0]) if args else None
             self.cuts.append(Cut("no_grad" if enabled is False else "enable_grad", self._stack[-1],
                                  *self._user_location(), grad_enabled=enabled))
             return
         tensors = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
-        inputs = [a.grad_fn for a in tensors if a.grad_fn is not None]
+        inputs = dropped if dropped is not None else [a.grad_fn for a in tensors if a.grad_fn is not None]
         if not inputs and not any(a.requires_grad for a in tensors):
             return  # nothing was cut: the input carried no gradient anyway
         storage = []

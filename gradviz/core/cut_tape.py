@@ -137,6 +137,9 @@ class CutTape(ForwardCapture):
         j = len(self.cut_points)
         self.cut_points.append(CutPoint(f"cut:{j}", name, self._stack[-1], loc, code,
                                         [self._source(t) for t in tensors if id(t) in self._taint]))
+        for t in tensors:           # in place (``h.detach_()``): the same object now holds the cut's result
+            if t is out or (isinstance(out, (tuple, list)) and any(t is o for o in out)):
+                self._taint.pop(id(t), None)
         self._hold_cut_output(out, j)
 
     def _hold_cut_output(self, out: Any, j: int) -> None:
@@ -183,6 +186,10 @@ class CutTape(ForwardCapture):
         if not hits:
             return
         outs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        into = _written_into(name, tensors)
+        if into is not None and not any(into is t for t, _ in hits):
+            outs = [into]                   # ``buf[:, :8] = h.detach()``, ``buf.copy_(...)``: buf holds it now
+            out = into
         for _, j in hits:
             point = self.cut_points[j]
             if outs and outs[0].grad_fn is not None and torch.is_grad_enabled():
@@ -202,3 +209,12 @@ class CutTape(ForwardCapture):
         if t.grad_fn is not None:
             return ("fn", t.grad_fn)
         return None
+
+
+def _written_into(name: str, tensors: list[torch.Tensor]) -> torch.Tensor | None:
+    """The tensor an in-place call writes into (``buf[i] = v``, ``buf.copy_(v)``, ``buf.add_(v)``), or None."""
+    if not tensors:
+        return None
+    if name == "__setitem__" or (name.endswith("_") and not name.startswith("_")):
+        return tensors[0]
+    return None
