@@ -71,6 +71,7 @@ def test_report_without_output(capsys):
     (["-o", "/no/such/folder/a.json"], "does not exist"),
     (["--baseline", "nothing-here"], "neither 'zeros'"),
     (["--example", "first"], "--example takes"),
+    (["--baseline", str(TINY)], "cannot read the baseline file"),
 ])
 def test_bad_options_exit_2(argv, message, capsys):
     assert main(["attribute", str(TINY), *argv]) == 2

@@ -85,6 +85,23 @@ def test_export_of_a_failing_script_writes_the_partial_graph(tmp_path, capsys):
     assert not QImage(str(png)).isNull()
 
 
+def test_export_of_a_shape_mismatch_writes_the_partial_graph(tmp_path, capsys):
+    path = ROOT / "tests" / "scripts" / "bad_forward.py"
+    out = tmp_path / "g.json"
+    assert main(["export", str(path), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "bad_forward.py:10" in err and "cannot be multiplied" in err
+    data = json.loads(out.read_text())
+    failed = next(n for n in data["nodes"] if n["id"] == FAILED)
+    assert failed["op"] == "matmul" and [a["shape"] for a in failed["inputs"]] == [[3, 3], [5, 5]]
+    assert failed["location"].endswith("bad_forward.py:10")
+    assert {"op:0", "param:fc.weight", "param:fc.bias", "input:0"} <= {n["id"] for n in data["nodes"]}
+    svg = tmp_path / "g.svg"
+    assert main(["export", str(path), "-o", str(svg)]) == 2
+    text = svg.read_text()
+    assert "matmul" in text and "bad_forward.py:10" in text
+
+
 def test_export_of_a_script_that_cannot_load_writes_nothing(tmp_path, capsys):
     out = tmp_path / "g.json"
     assert main(["export", str(ROOT / "tests" / "scripts" / "bad_syntax.py"), "-o", str(out)]) == 2

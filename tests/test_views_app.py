@@ -71,11 +71,48 @@ def test_a_late_attribution_never_lands_in_the_next_script(qtbot, window, attr):
     assert attr.run_button.isEnabled()
 
 
+def test_attribution_panel_image_heatmap_and_token_bars(qtbot, window, attr, tmp_path):
+    # an image input: the heatmap over the image, one tooltip per pixel naming its value
+    cnn = SAMPLES / "cnn.py"
+    open_and_wait(qtbot, window, cnn)
+    result = _run(qtbot, attr, "grad-x-input")
+    (img,) = result.inputs
+    assert img.kind == "image" and img.attribution.shape[1:] == (1, 8, 8)
+    attr.example.setValue(3)
+    attr.figure.repaint()
+    pixels = [h for h in attr.figure.hits if h.text.startswith("attribution [")]
+    assert len(pixels) == 64
+    heat = img.attribution[3].sum(axis=0)
+    assert pixels[10].text == f"attribution [1, 2]: {heat[1, 2]:.4g}"
+    # a user-given baseline: a .npy file shaped like the input (here the input itself: nothing to attribute)
+    base = tmp_path / "same.npy"
+    np.save(base, np.stack([img.values]).squeeze(0).astype(np.float32))
+    attr.baseline.setCurrentText(str(base))
+    ig = _run(qtbot, attr, "ig", steps=4)
+    assert ig.baseline == "given tensors" and np.all(ig.inputs[0].attribution == 0)
+    assert ig.completeness.output_delta == 0 and "Completeness holds" in attr.status.text()
+    attr.baseline.setCurrentText("zeros")
+    # token ids: one bar per position, the tooltip names the token id at that position
+    open_and_wait(qtbot, window, TRANSFORMER)
+    tokens = _run(qtbot, attr, "ig", target="label", steps=8)
+    attr.example.setValue(2)
+    attr.figure.repaint()
+    bars = [h.text for h in attr.figure.hits if h.text.startswith("token ")]
+    ids = tokens.inputs[0].values[2]
+    assert len(bars) == ids.size
+    assert bars[5] == f"token 5 (id {int(ids[5])}): {tokens.inputs[0].attribution[2, 5]:.4g}"
+
+
 def test_attribution_needs_a_script(qtbot, window, attr):
     assert attr.run() is None and "Open a model script" in attr.status.text()
     open_and_wait(qtbot, window, MLP)
     attr.baseline.setCurrentText("middle")
     assert attr.run() is None and "baseline" in attr.status.text()
+    attr.baseline.setCurrentText(__file__)          # a file, but not tensors: the job says why
+    attr.method.setCurrentIndex(attr.method.findData("ig"))
+    attr.run()
+    qtbot.waitUntil(lambda: "could not run" in attr.status.text(), timeout=WAIT_MS)
+    assert "cannot read the baseline file" in attr.status.text()
 
 
 # -- the failing forward and cut branches in the window ---------------------------------------
@@ -104,6 +141,30 @@ def test_failing_forward_is_drawn_and_the_document_stays_failed(qtbot, window):
     # a working script afterwards: a normal document
     open_and_wait(qtbot, window, MLP)
     assert window.document.status == "ready" and window.scene.marks().counts() == {}
+
+
+def test_shape_mismatch_forward_in_the_window(qtbot, window):
+    # matmul of (3, 3) by (5, 5) in the user's forward: the graph up to it, the call red, its input
+    # shapes on the box, the error and file:line in the note under it, the Errors panel still open
+    from gradviz.app import failing_forward
+    from gradviz.render.graph_marks import FailureNote
+
+    part = failing_forward.install(window)      # held: a part nobody holds is garbage-collected
+    path = SAMPLES.parent / "tests" / "scripts" / "bad_forward.py"
+    with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
+        window.open_script(path)
+    doc, scene = window.document, window.scene
+    assert doc.status == "failed" and doc.graph.nodes["failed"]["op"] == "matmul"
+    i = scene.index["failed"]
+    assert scene.fill_colors[i] == scene.theme.color("broken")
+    assert scene.text_lines(i)[1] == "3×3 · 5×5"
+    (note,) = [it for it in scene.items() if isinstance(it, FailureNote)]
+    text = " ".join(note.lines)
+    assert "cannot be multiplied (3x3 and 5x5)" in text and "at bad_forward.py:10: return self.fc(x) @" in text
+    assert {"op:0", "param:fc.weight", "input:0"} <= set(scene.index)        # what ran before it
+    assert not window.error_dock.isHidden()
+    window.select_nodes(["failed"])
+    assert window.inspector.node_id == "failed" and part.job.outcome == "done"
 
 
 def test_cut_branches_in_the_window(qtbot, window):
@@ -150,3 +211,54 @@ def test_compare_panel(qtbot, window, tmp_path):
     panel.run()
     qtbot.waitUntil(lambda: panel.status.text().startswith("Cannot compare"), timeout=WAIT_MS)
     assert "no such run file" in panel.status.text()
+
+
+def test_compare_two_steps_of_the_open_run(qtbot, window, tmp_path):
+    # a run open in the window: A and B start as its first and last step; the numbers are the
+    # recorded ones, the nodes matched by id, and the ratio view colours each box by B/A
+    from gradviz.app import compare, runs
+    from gradviz.app.runs import open_run_file
+    from gradviz.core.record.reader import open_run
+    from test_compare import record
+
+    path = record(tmp_path / "run.gvrun", steps=12, every=5)
+    run_panel = runs.install(window)
+    try:
+        panel = compare.install(window)["panel"]
+        assert open_run_file(window, run_panel, path)
+        assert panel.side_a.text().endswith("run.gvrun@first") and panel.side_b.text().endswith("run.gvrun@last")
+        with qtbot.waitSignal(panel.finished, timeout=WAIT_MS):
+            panel.run()
+        c = panel.result.comparison
+        assert c.matched_by == "id" and (c.a.step, c.b.step) == (0, 11)
+        with open_run(path) as r:
+            row0, row11 = r.step_row(0), r.step_row(11)
+            expected = {n: row11["grad_norms"][i] / row0["grad_norms"][i] for i, n in enumerate(r.param_names)}
+        assert panel.params_table.rowCount() == len(expected) == 6
+        for row in range(panel.params_table.rowCount()):
+            name = panel.params_table.item(row, 0).data(0x0100)          # Qt.UserRole
+            change = next(ch for ch in c.params if ch.name == name)
+            assert change.ratio == pytest.approx(expected[name])
+        # the drawings show the sampled node norms nearest those steps (0 and 10), as their titles say
+        assert (c.a.node_step, c.b.node_step) == (0, 10)
+        assert panel.titles["b"].text().endswith("step 10 (node norms)")
+        ratio, views = panel.scenes["ratio"], panel.result.views
+        with open_run(path) as r:
+            _, nodes0 = r.node_norms(0)
+            _, nodes10 = r.node_norms(10)
+        coloured = 0
+        for name in expected:
+            pid = f"param:{name}"
+            a, b = nodes0[pid], nodes10[pid]
+            assert views.ratio.nodes[pid]["norm_ratio"] == pytest.approx(b / a)
+            fill = ratio.fill_colors[ratio.index[pid]]
+            if b / a > 1.2:
+                assert fill.red() > fill.blue(), name           # grew: the red side
+                coloured += 1
+            elif b / a < 1 / 1.2:
+                assert fill.blue() > fill.red(), name           # shrank: the blue side
+                coloured += 1
+        assert coloured > 0
+        assert panel.nodes_table.rowCount() == len(c.nodes) > 0
+    finally:
+        run_panel.shutdown()

@@ -52,29 +52,9 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _baseline(text: str):
-    """'zeros', a number, or tensors loaded from a .npy / .pt file (never unpickling code)."""
-    if text == "zeros":
-        return "zeros"
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    path = Path(text)
-    if not path.is_file():
-        raise ValueError(f"--baseline: {text} is neither 'zeros', a number nor a file")
-    import torch
-
-    if path.suffix == ".npy":
-        import numpy as np
-
-        return [torch.from_numpy(np.load(path, allow_pickle=False))]
-    loaded = torch.load(path, map_location="cpu", weights_only=True)
-    return [loaded] if isinstance(loaded, torch.Tensor) else list(loaded)
-
-
 def run(args: argparse.Namespace) -> int:
     from gradviz.core.attribution import AttributionError, attribute
+    from gradviz.core.attribution_paths import read_baseline
     from gradviz.core.errors import GradvizError
 
     out = Path(args.output) if args.output else None
@@ -88,10 +68,7 @@ def run(args: argparse.Namespace) -> int:
     if args.example != "all" and example is None:
         return _fail(f"--example takes an index or 'all', not {args.example!r}")
     try:
-        baseline = _baseline(args.baseline)
-    except (ValueError, OSError, RuntimeError) as exc:
-        return _fail(str(exc))
-    try:
+        baseline = read_baseline(args.baseline)
         result = attribute(args.script, method=args.method, target=args.target, steps=args.steps,
                            baseline=baseline, step=args.step, device=args.device)
     except AttributionError as exc:

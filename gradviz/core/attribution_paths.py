@@ -14,6 +14,7 @@ output replaced by ``base + alpha * (emb - base)`` and kept, so its gradient can
 from __future__ import annotations
 
 import logging
+import pickle
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,38 @@ EMBEDDING_CALLS = {"embedding", "embedding_bag"}
 
 class AttributionError(GradvizError):
     """Attribution cannot run on this script or with these options (the message says why)."""
+
+
+def read_baseline(text: str) -> Any:
+    """A baseline as the CLI and the panel take it: 'zeros', a number, or a ``.npy`` / ``.pt``
+    file of tensors (one per input, or one for a single input); never unpickles code."""
+    text = text.strip() or "zeros"
+    if text == "zeros":
+        return "zeros"
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from pathlib import Path
+
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise AttributionError(f"the baseline {text!r} is neither 'zeros', a number nor a file")
+    try:
+        if path.suffix == ".npy":
+            import numpy as np
+
+            return [torch.from_numpy(np.load(path, allow_pickle=False))]
+        loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except (OSError, ValueError, RuntimeError, EOFError, pickle.UnpicklingError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise AttributionError(f"cannot read the baseline file {path} (.npy or tensors saved with torch.save): "
+                               f"{first}") from None
+    if isinstance(loaded, torch.Tensor):
+        return [loaded]
+    if isinstance(loaded, (list, tuple)) and all(isinstance(t, torch.Tensor) for t in loaded):
+        return list(loaded)
+    raise AttributionError(f"the baseline file {path} holds {type(loaded).__name__}, not tensors")
 
 
 def model_output(out: Any) -> torch.Tensor:

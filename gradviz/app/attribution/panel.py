@@ -9,6 +9,8 @@ training run in this window produced: the status line says so.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, QLabel, QScrollArea, QSpinBox,
                                QVBoxLayout, QWidget)
@@ -32,14 +34,16 @@ def attribution_job(path: str, method: str, target: str, steps: int, baseline, s
     """The job: attribute the script's batch ``batch(step)``; progress is (passes done, total)."""
     def job(ctx: JobContext):
         from gradviz.core.attribution import attribute
+        from gradviz.core.attribution_paths import read_baseline
 
         ctx.phase("loading script")
+        start = read_baseline(baseline) if isinstance(baseline, str) else baseline   # a file: read here, off the UI
 
         def progress(done: int, total: int) -> None:
             ctx.check()                 # a newer run or Cancel stops it between passes
             ctx.emit((done, total))
 
-        return attribute(path, method=method, target=target, steps=steps, baseline=baseline, step=step,
+        return attribute(path, method=method, target=target, steps=steps, baseline=start, step=step,
                          progress=progress)
 
     return job
@@ -68,8 +72,9 @@ class AttributionPanel(QWidget):
         self.baseline = QComboBox()
         self.baseline.setEditable(True)
         self.baseline.addItems(["zeros"])
-        self.baseline.setToolTip("'zeros' (zero embedding vectors for token ids) or a number "
-                                 "(inputs filled with it, token ids set to it)")
+        self.baseline.setToolTip("'zeros' (zero embedding vectors for token ids), a number (inputs filled "
+                                 "with it, token ids set to it), or a .npy / .pt file of tensors shaped like "
+                                 "the inputs (one per input)")
         self.example = QSpinBox()
         self.example.setRange(0, 0)
         self.whole_batch = QCheckBox("whole batch (mean |attribution|)")
@@ -144,8 +149,10 @@ class AttributionPanel(QWidget):
             try:
                 baseline = float(baseline)
             except ValueError:
-                self.status.setText(f"The baseline must be 'zeros' or a number, not {baseline!r}.")
-                return None
+                if not Path(baseline).expanduser().is_file():
+                    self.status.setText(f"The baseline must be 'zeros', a number or a .npy / .pt file, "
+                                        f"not {baseline!r}.")
+                    return None
         step = int(doc.graph.graph.get("step") or 0) if doc.graph is not None else 0
         self.doc = doc
         self.show_result(None)
