@@ -189,7 +189,7 @@ def test_token_baseline_is_a_token_id(tmp_path):
     assert ig.baseline == "constant 0"
     model, inputs, targets = _model_and_batch(script)
     base = script.compute_loss(model, (torch.zeros_like(inputs[0]),), targets)   # all ids = token 0
-    assert ig.baseline_output == pytest.approx(float(base), rel=1e-6)
+    assert ig.baseline_output == pytest.approx(float(base.detach()), rel=1e-6)
     assert ig.completeness.ok
 
 
