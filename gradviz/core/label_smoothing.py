@@ -30,12 +30,13 @@ from torch.overrides import TorchFunctionMode
 
 log = logging.getLogger(__name__)
 
-__all__ = ["LabelSmoothing", "id_roots"]
+__all__ = ["LabelSmoothing", "id_roots", "warn_no_node_norms"]
 
 _POSITION = 7          # label_smoothing's place in F.cross_entropy(input, target, weight, size_average,
                        # ignore_index, reduce, reduction, label_smoothing)
 _SEARCH_LIMIT = 16     # nodes searched for nll_loss below a smoothed cross-entropy's output
 _warned_replace = False
+_warned_no_node_norms = False
 
 
 class LabelSmoothing(TorchFunctionMode):
@@ -112,3 +113,12 @@ def _find_nll(root: Any) -> Any:
             return fn
         queue.extend(nxt for nxt, _ in fn.next_functions if nxt is not None)
     return None
+
+
+def warn_no_node_norms() -> None:
+    """Says once why a sampled step has no node norms (``id_roots`` found no numbering)."""
+    global _warned_no_node_norms
+    if not _warned_no_node_norms:
+        _warned_no_node_norms = True
+        log.warning("label smoothing: the loss adds a smoothed class-index cross-entropy to other terms, so its "
+                    "graph has no numbering matching the trace's; node norms are not sampled")

@@ -35,24 +35,20 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from gradviz.core.adaptive_clip import GRANULARITIES, AdaptiveClip
+from gradviz.core.adaptive_clip import AdaptiveClip
 from gradviz.core.devices import available_devices, resolve_device, to_device
-from gradviz.core.label_smoothing import LabelSmoothing, id_roots
+from gradviz.core.label_smoothing import LabelSmoothing, id_roots, warn_no_node_norms
 from gradviz.core.nodenorms import NodeNormSampler, prepare_inputs
 from gradviz.core.script import ModelScript, ScriptError, check_loss, error_from_exception, load_script
 from gradviz.core.stats import tensor_stats
 from gradviz.core.stepstats import StepRow, StepStats, loss_value
+from gradviz.core.train_options import OPTIMIZERS, SCHEDULES, check_config, lr_factor, make_optimizer
 from gradviz.core.update_cadence import UpdateCadence
 
 log = logging.getLogger(__name__)
 
 __all__ = ["TrainConfig", "Trainer", "StepRow", "NonFiniteLossError", "OPTIMIZERS", "SCHEDULES", "resolve_device",
            "available_devices", "lr_factor"]
-
-OPTIMIZERS = ("sgd", "sgd-momentum", "adam", "adamw")
-SCHEDULES = ("constant", "step", "cosine")
-DEFAULT_LR = {"sgd": 0.01, "sgd-momentum": 0.01, "adam": 1e-3, "adamw": 1e-3}
-
 
 @dataclass
 class TrainConfig:
@@ -103,28 +99,6 @@ class NonFiniteLossError(ScriptError):
         self.diagnosis = diagnosis
 
 
-def lr_factor(config: TrainConfig, step: int) -> float:
-    """Multiplier of the base learning rate at ``step`` (0-based) for the config's schedule."""
-    if config.schedule == "step":
-        return config.gamma ** (step // max(1, config.step_size))
-    if config.schedule == "cosine":
-        t = min(step, config.total_steps) / max(1, config.total_steps)
-        lo = config.min_lr_ratio
-        return lo + (1 - lo) * 0.5 * (1 + math.cos(math.pi * t))
-    return 1.0
-
-
-_warned_no_node_norms = False
-
-
-def _warn_no_node_norms() -> None:
-    global _warned_no_node_norms
-    if not _warned_no_node_norms:
-        _warned_no_node_norms = True
-        log.warning("label smoothing: the loss adds a smoothed class-index cross-entropy to other terms, so its "
-                    "graph has no numbering matching the trace's; node norms are not sampled")
-
-
 def _with_step(exc: ScriptError, step: int) -> ScriptError:
     if getattr(exc, "step", None) is not None:
         return exc
@@ -140,13 +114,7 @@ class Trainer:
     def __init__(self, script: ModelScript | str, config: TrainConfig | None = None) -> None:
         self.script = script if isinstance(script, ModelScript) else load_script(script)
         self.config = config or TrainConfig()
-        if self.config.schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {self.config.schedule!r} (one of {', '.join(SCHEDULES)})")
-        if self.config.optimizer is not None and self.config.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.config.optimizer!r} (one of {', '.join(OPTIMIZERS)})")
-        if self.config.accumulation < 1:
-            raise ValueError("accumulation must be at least 1")
-        self._check_toggles(self.config)
+        check_config(self.config)
         self.device = resolve_device(self.config.device)
         self.amp = bool(self.config.amp) and self.device.type == "cuda"
         # a node id (e.g. the window's selection) whose full gradient statistics sampled
@@ -164,7 +132,7 @@ class Trainer:
         model.to(self.device)
         model.train()
         self.model: nn.Module = model
-        self.optimizer: torch.optim.Optimizer = self._make_optimizer(model)
+        self.optimizer: torch.optim.Optimizer = make_optimizer(cfg, self.script, model)
         self.base_lrs = [g["lr"] for g in self.optimizer.param_groups]
         self.stats = StepStats(model.named_parameters(), track_updates=cfg.track_updates)
         self.names = self.stats.names
@@ -180,35 +148,6 @@ class Trainer:
         self._ones: dict[tuple, torch.Tensor] = {}
         self._cadence = UpdateCadence(self.config.update_ratio_every)
         self._apply_schedule(0)
-
-    @staticmethod
-    def _check_toggles(cfg: TrainConfig) -> None:
-        """Refuse bad adaptive clipping / label smoothing settings before any step (ValueError)."""
-        if cfg.adaptive_clip is not None:
-            AdaptiveClip(cfg.adaptive_clip, cfg.adaptive_clip_eps, cfg.adaptive_clip_granularity)
-        elif cfg.adaptive_clip_granularity not in GRANULARITIES:
-            raise ValueError(f"unknown adaptive clipping granularity {cfg.adaptive_clip_granularity!r}")
-        if not 0.0 <= cfg.label_smoothing <= 1.0:
-            raise ValueError(f"label smoothing must be in [0, 1], got {cfg.label_smoothing}")
-
-    def _make_optimizer(self, model: nn.Module) -> torch.optim.Optimizer:
-        cfg = self.config
-        params = [p for p in model.parameters() if p.requires_grad]
-        kind = cfg.optimizer
-        if kind is None:
-            opt = self.script.make_optimizer(params)
-            if cfg.lr is not None:
-                for g in opt.param_groups:
-                    g["lr"] = cfg.lr
-            return opt
-        lr = DEFAULT_LR[kind] if cfg.lr is None else cfg.lr
-        if kind == "sgd":
-            return torch.optim.SGD(params, lr=lr)
-        if kind == "sgd-momentum":
-            return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum)
-        if kind == "adam":
-            return torch.optim.Adam(params, lr=lr)
-        return torch.optim.AdamW(params, lr=lr, weight_decay=cfg.weight_decay)
 
     def _apply_schedule(self, step: int) -> None:
         if self.config.schedule == "constant":
@@ -327,7 +266,7 @@ class Trainer:
                                                  id_roots=roots)
             else:
                 if sampled:
-                    _warn_no_node_norms()
+                    warn_no_node_norms()
                 self._backward(loss, grad)
             if k == 1:
                 loss_sum = loss          # its graph is freed by backward; only the value is read
