@@ -294,3 +294,55 @@ def test_rows_to_columns_carry_the_clipped_norms(tmp_path):
     cols = rows_to_columns(rows)
     for i, r in enumerate(rows):
         assert np.array_equal(cols["param_norms_clipped"][i], r.param_norms_clipped.astype(np.float32))
+
+
+HF_SCRIPT = '''
+import torch
+from transformers import BertConfig, BertForSequenceClassification
+
+def model():
+    return BertForSequenceClassification(BertConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2,
+                                                    num_attention_heads=2, intermediate_size=32,
+                                                    max_position_embeddings=16, num_labels=4))
+
+def batch(i):
+    g = torch.Generator().manual_seed(i)
+    return torch.randint(60, (6, 10), generator=g), torch.randint(4, (6,), generator=g)
+
+def loss_fn(out, y):
+    raise AssertionError("compute_loss is used")
+
+def compute_loss(model, inputs, targets):
+    return model(*inputs, labels=targets).loss       # transformers' own loss, inside forward
+
+def optimizer(params):
+    return torch.optim.SGD(params, lr=0.0)
+'''
+
+
+def test_toggles_on_a_transformers_model(tmp_path):
+    """A library's model computing its loss inside forward (BertForSequenceClassification's
+    CrossEntropyLoss): the smoothed loss and the clipped gradients equal the reference."""
+    pytest.importorskip("transformers")
+    path = tmp_path / "bert_cls.py"
+    path.write_text(HF_SCRIPT)
+    script = load_script(path)
+    tr = Trainer(script, TrainConfig(device="cpu", seed=0, node_sample_interval_s=None, label_smoothing=0.1,
+                                     adaptive_clip=0.05))
+    ref = script.new_model()
+    ref.load_state_dict(tr.model.state_dict())
+    ref.train()
+    (ids,), y = script.get_batch(0)
+    torch.manual_seed(123)                  # the same dropout masks in both forwards
+    want = F.cross_entropy(ref(ids).logits, y, label_smoothing=0.1)
+    want.backward()
+    pre = [p.grad.norm().item() for p in ref.parameters() if p.grad is not None]
+    reference_agc(ref, 0.05, 1e-3, False)
+    torch.manual_seed(123)
+    row = tr.step()
+    assert row.loss == pytest.approx(want.item(), rel=1e-5)
+    got = [p.grad for p in tr.model.parameters() if p.grad is not None]
+    for g, q in zip(got, [p.grad for p in ref.parameters() if p.grad is not None]):
+        torch.testing.assert_close(g, q, rtol=1e-4, atol=1e-7)
+    assert np.nanmax(row.param_norms) == pytest.approx(max(pre), rel=1e-4)
+    assert (row.param_norms_clipped < row.param_norms * 0.999).sum() >= 10
