@@ -90,4 +90,7 @@ def test_results_of_one_script_never_reach_the_next(qtbot, full, tmp_path):
     assert not win.scene.ids and win.outline.item("fc1") is None and grad.params.count() == 0
     assert win.inspector.node_id == "" and win.inspector.title.text() == "Nothing selected"
     assert "no data" in win.errors.text() and win.error_dock.isVisible()
+    assert win.statusBar().currentMessage().startswith("could not open broken.py")
     assert win.status.script.text() == "broken.py" and win.status.size_label.text() == ""
+    open_and_wait(qtbot, win, MLP)
+    assert win.statusBar().currentMessage() == ""            # nothing said about the failed one stays

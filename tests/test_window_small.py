@@ -13,6 +13,8 @@ def test_module_types_are_shown_whole(qtbot, window):
     tree = window.outline.tree
     widest = max(tree.fontMetrics().horizontalAdvance(a["type"]) for a in window.document.modules.values())
     assert tree.header().sectionSize(1) >= widest
+    names = max(tree.fontMetrics().horizontalAdvance(p.rpartition(".")[2]) for p in window.document.modules if p)
+    assert tree.header().sectionSize(0) >= min(names, 90)                  # module names readable too
     assert any(a["type"] == "BatchNorm2d" for a in window.document.modules.values())
 
 

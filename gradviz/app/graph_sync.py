@@ -98,6 +98,7 @@ class GraphSync:
         h.status.set_run({"script": str(doc.path) if doc.path else None})
         h.search.refresh()
         h.hide_errors()
+        h.status.clearMessage()          # a message about the previous document ("could not open x.py") goes too
         h.setWindowTitle(window_title(doc))
         h.view.set_placeholder(f"Loading {doc.name}…" if doc.status == "loading" else EMPTY_TEXT)
 

@@ -100,7 +100,7 @@ class MainWindow(QMainWindow):
         self.outline_dock = self.add_dock("Modules", self.outline, Qt.LeftDockWidgetArea)
         self.inspector_dock = self.add_dock("Inspector", self.inspector, Qt.RightDockWidgetArea)
         self.error_dock = self.docks.add_error_dock(self.errors)
-        self.docks.side_widths = {self.outline_dock: 300, self.inspector_dock: 340}
+        self.docks.side_widths = {self.outline_dock: 340, self.inspector_dock: 340}
         self.status = StatusBar()
         self.setStatusBar(self.status)
         self.acts = WindowActions(self)

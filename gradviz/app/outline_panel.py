@@ -19,6 +19,7 @@ from gradviz.core.modules import ModuleNorms
 PATH_ROLE = Qt.UserRole + 1
 COLUMNS = ["module", "type", "params", "grad norm"]
 NORM_COLUMN = 3
+MODULE_MIN_W, MODULE_MAX_W = 90, 170     # px of the module column: names readable, the rest still in view
 THROUGH_TIP = "largest gradient through its ops (the module has no parameters)"
 
 
@@ -49,9 +50,11 @@ class OutlinePanel(QWidget):
         self.tree.setEditTriggers(QAbstractItemView.NoEditTriggers)
         header = self.tree.header()
         header.setStretchLastSection(False)
-        header.setSectionResizeMode(0, QHeaderView.Stretch)
         header.setMinimumSectionSize(40)
-        for c in range(1, len(COLUMNS)):    # type names whole ("BatchNorm2d", not "BatchNor…")
+        # every column as wide as its content (type names whole: "BatchNorm2d", not "BatchNor…"); the
+        # module column sized once per model, within bounds (the tree scrolls sideways past that)
+        header.setSectionResizeMode(0, QHeaderView.Interactive)
+        for c in range(1, len(COLUMNS)):
             header.setSectionResizeMode(c, QHeaderView.ResizeToContents)
         self.tree.clicked.connect(self._clicked)
         lay = QVBoxLayout(self)
@@ -137,6 +140,8 @@ class OutlinePanel(QWidget):
             add(self.model.invisibleRootItem(), root)
         self._updating = False
         self.tree.expandToDepth(1)
+        self.tree.resizeColumnToContents(0)
+        self.tree.header().resizeSection(0, min(max(self.tree.columnWidth(0), MODULE_MIN_W), MODULE_MAX_W))
         self.tree.setUpdatesEnabled(True)
 
     def update_norms(self, live: dict, scale=None) -> None:

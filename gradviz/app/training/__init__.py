@@ -1,8 +1,9 @@
 """Live training in the window: the Training dock (controls), the Training plots dock and
 the Run menu. ``install(host)`` is called by ``MainWindow.__init__`` (``app/extensions.py``).
 
-The Training dock sits below the Inspector (never tabbed over it): while training runs, the
-selected node's live statistics and the controls are both in view.
+The Training dock sits below the Modules tree (never tabbed over the Inspector): while
+training runs, the selected node's live statistics and the controls are both in view, and
+the Inspector keeps its whole column.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def install(host: TrainingHost) -> TrainingPanel:
     history = History()
     plots = TrainingPlots(history)
     panel = TrainingPanel(host, history, plots)
-    dock = host.add_dock("Training", panel, Qt.RightDockWidgetArea, tabbed=False)
+    dock = host.add_dock("Training", panel, Qt.LeftDockWidgetArea, tabbed=False)
     plots_dock = host.add_dock("Training plots", plots, Qt.BottomDockWidgetArea)
     dock.hide()
     plots_dock.hide()

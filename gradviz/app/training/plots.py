@@ -62,7 +62,7 @@ class TrainingPlots(QWidget):
         self._dirty: list[int] = []
 
         self.loss_plot = Plot("loss")
-        self.norm_plot = Plot("global grad norm (pre / post clip)", log_y=True)
+        self.norm_plot = Plot("grad norm (pre/post clip)", log_y=True)
         self.param_plot = Plot("grad norm per parameter (dashed: after clipping)", log_y=True)
         self.ratio_plot = Plot("update / weight ratio", log_y=True)
         self.lr_plot = Plot("learning rate")
