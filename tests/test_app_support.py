@@ -5,6 +5,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
+
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
@@ -53,3 +55,20 @@ def oracle_grads(path: Path, seed: int = 0) -> dict:
 def view_center_scene(win):
     vp = win.view.viewport().rect()
     return win.view.mapToScene(vp.center())
+
+
+@pytest.fixture
+def full(qtbot, tmp_path):
+    """The whole window, every extension installed, 1400x900, settings in a temporary file."""
+    from PySide6.QtCore import QSettings
+
+    from gradviz.app.main_window import MainWindow
+
+    win = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat), extensions=True)
+    qtbot.addWidget(win)
+    win.resize(1400, 900)
+    win.show()
+    qtbot.waitExposed(win)
+    yield win
+    win.training_panel.shutdown()
+    win.shutdown()

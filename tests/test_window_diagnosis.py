@@ -4,25 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from test_app_support import MLP, SAMPLES, WAIT_MS, open_and_wait
+from test_app_support import MLP, SAMPLES, WAIT_MS, full, open_and_wait  # noqa: F401 (full: a fixture)
 
 BUGS = SAMPLES / "bugs"
-
-
-@pytest.fixture
-def full(qtbot, tmp_path):
-    from PySide6.QtCore import QSettings
-
-    from gradviz.app.main_window import MainWindow
-
-    win = MainWindow(settings=QSettings(str(tmp_path / "s.ini"), QSettings.IniFormat), extensions=True)
-    qtbot.addWidget(win)
-    win.resize(1400, 900)
-    win.show()
-    qtbot.waitExposed(win)
-    yield win
-    win.training_panel.shutdown()
-    win.shutdown()
 
 
 def _check(path):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import html
 
 from PySide6.QtCore import QUrl, Signal
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QTextBrowser, QVBoxLayout, QWidget
 
 from gradviz.app.contract import PanelHost
+from gradviz.app.diagnosis.job_controls import JobControls
 from gradviz.app.diagnosis.jobs import check_job
 from gradviz.app.document import Document
 from gradviz.app.jobs import Job
@@ -64,16 +65,11 @@ class DiagnosisPanel(QWidget):
         self.host = host
         self.doc: Document = host.document
         self.report: dict | None = None
-        self.job: Job | None = None
-        self.run_button = QPushButton("Run health check")
+        self.controls = JobControls(host, "Run health check", IDLE_TEXT, "The health check")
+        self.run_button, self.cancel_button, self.status = (self.controls.run_button, self.controls.cancel_button,
+                                                            self.controls.status)
         self.run_button.setToolTip("Run the gradient checklist on the current script (in the background)")
         self.run_button.clicked.connect(lambda: self.run_check())
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.cancel)
-        self.status = QLabel(IDLE_TEXT)
-        self.status.setWordWrap(True)
-        self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.browser = QTextBrowser()
         self.browser.setOpenLinks(False)
         self.browser.anchorClicked.connect(self._anchor)
@@ -93,9 +89,8 @@ class DiagnosisPanel(QWidget):
     def show_document(self, doc: Document) -> None:
         """Another document: its own report (none yet, it was just opened)."""
         self.doc = doc
-        self.job = None
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
+        self.controls.job = None
+        self.controls.idle()
         self.set_report(doc.findings)
 
     def _edited(self, doc: Document, what: str, _info: dict) -> None:
@@ -106,36 +101,21 @@ class DiagnosisPanel(QWidget):
             self.mark_all()
 
     # -- running -------------------------------------------------------------------
+    @property
+    def job(self) -> Job | None:
+        return self.controls.job
+
     def run_check(self, steps: int = 0) -> Job | None:
-        doc = self.host.document
-        if doc.kind != "script" or doc.path is None:
-            self.status.setText("Open a model script first.")
+        doc = self.controls.script_document()
+        if doc is None:
             return None
         self.doc = doc
         self.set_report(None)
-        self.status.setText("Checking…")
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
-        self.job = self.host.jobs.submit(
-            "check", check_job(str(doc.path), steps), document=doc, on_done=lambda r: self._done(doc, r),
-            on_failed=self._failed, on_phase=lambda s: self.status.setText(f"Checking: {s}…"),
-            on_ended=self._ended)
-        return self.job
+        return self.controls.start("check", check_job(str(doc.path), steps), doc, lambda r: self._done(doc, r),
+                                   on_phase=lambda s: self.status.setText(f"Checking: {s}…"))
 
     def cancel(self) -> None:
-        if self.job is not None and self.job.active:
-            self.job.cancel()
-            self.status.setText("Cancelling…")
-
-    def _ended(self, outcome: str) -> None:
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
-        if outcome == "cancelled":
-            self.status.setText("Cancelled.")
-
-    def _failed(self, exc: BaseException, details: str) -> None:
-        self.status.setText(f"The check itself failed: {type(exc).__name__}: {exc}")
-        self.host.show_error(exc, details=details, title="The health check failed")
+        self.controls.cancel()
 
     def _done(self, doc: Document, report: dict) -> None:
         self.set_report(report)

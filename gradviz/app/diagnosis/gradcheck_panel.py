@@ -7,10 +7,11 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QAbstractItemView, QDoubleSpinBox, QFormLayout, QHBoxLayout, QHeaderView, QLabel,
-                               QListWidget, QListWidgetItem, QProgressBar, QPushButton, QSpinBox, QTableWidget,
+                               QListWidget, QListWidgetItem, QProgressBar, QSpinBox, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from gradviz.app.contract import PanelHost
+from gradviz.app.diagnosis.job_controls import JobControls
 from gradviz.app.diagnosis.jobs import gradcheck_job
 from gradviz.app.document import Document
 from gradviz.app.jobs import Job
@@ -37,8 +38,11 @@ class GradcheckPanel(QWidget):
         super().__init__(parent)
         self.host = host
         self.doc: Document = host.document
-        self.job: Job | None = None
         self.report: dict | None = None
+        self.controls = JobControls(host, "Run gradient check", IDLE_TEXT, "The gradient check")
+        self.run_button, self.cancel_button, self.status = (self.controls.run_button, self.controls.cancel_button,
+                                                            self.controls.status)
+        self.run_button.clicked.connect(lambda: self.run_check())
         self.params = QListWidget()
         self.params.setToolTip("Parameters to check (all by default)")
         self.samples = QSpinBox()
@@ -52,16 +56,9 @@ class GradcheckPanel(QWidget):
         self.eps.setSingleStep(1e-6)
         self.eps.setValue(1e-6)
         self.eps.setToolTip("Central-difference step (float64: 1e-6 is a good default; 1e-4..1e-6 is usual)")
-        self.run_button = QPushButton("Run gradient check")
-        self.run_button.clicked.connect(lambda: self.run_check())
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setEnabled(False)
-        self.cancel_button.clicked.connect(self.cancel)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
-        self.status = QLabel(IDLE_TEXT)
-        self.status.setWordWrap(True)
         self.table = QTableWidget(0, len(self.COLUMNS))
         self.table.setHorizontalHeaderLabels(list(self.COLUMNS))
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
@@ -95,9 +92,8 @@ class GradcheckPanel(QWidget):
     # -- documents --------------------------------------------------------------------
     def show_document(self, doc: Document) -> None:
         self.doc = doc
-        self.job = None
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
+        self.controls.job = None
+        self.controls.idle()
         self.progress.setRange(0, 1)
         self.progress.setValue(0)
         self.set_params(model_order_params(doc.graph))
@@ -120,10 +116,13 @@ class GradcheckPanel(QWidget):
         return None if len(chosen) == self.params.count() else chosen
 
     # -- running ---------------------------------------------------------------------------
+    @property
+    def job(self) -> Job | None:
+        return self.controls.job
+
     def run_check(self) -> Job | None:
-        doc = self.host.document
-        if doc.kind != "script" or doc.path is None:
-            self.status.setText("Open a model script first.")
+        doc = self.controls.script_document()
+        if doc is None:
             return None
         params = self.chosen_params()
         if params == []:
@@ -132,28 +131,16 @@ class GradcheckPanel(QWidget):
         self.doc = doc
         self.show_report(None)
         self.progress.setRange(0, 0)
-        self.status.setText("Checking…")
-        self.run_button.setEnabled(False)
-        self.cancel_button.setEnabled(True)
         job = gradcheck_job(str(doc.path), params, self.samples.value() or None, float(self.eps.value()))
-        self.job = self.host.jobs.submit("gradcheck", job, document=doc, on_done=lambda r: self._done(doc, r),
-                                         on_failed=self._failed, on_progress=self._progress, on_ended=self._ended)
-        return self.job
+        return self.controls.start("gradcheck", job, doc, lambda r: self._done(doc, r), on_ended=self._ended,
+                                   on_progress=self._progress)
 
     def cancel(self) -> None:
-        if self.job is not None and self.job.active:
-            self.job.cancel()
-            self.status.setText("Cancelling…")
+        self.controls.cancel()
 
     def _ended(self, _outcome: str) -> None:
-        self.run_button.setEnabled(True)
-        self.cancel_button.setEnabled(False)
         if self.progress.maximum() == 0:
             self.progress.setRange(0, 1)
-
-    def _failed(self, exc: BaseException, details: str) -> None:
-        self.status.setText(f"The gradient check failed to run: {type(exc).__name__}: {exc}")
-        self.host.show_error(exc, details=details, title="The gradient check failed")
 
     def _progress(self, payload) -> None:
         done, total, name = payload
