@@ -110,6 +110,7 @@ class InspectorPanel(QScrollArea):
         return None
 
     def show_node(self, nid: str, attrs: dict, graph=None) -> None:
+        # long: one row per fact of a node, in the order the panel shows them
         self.node_id = nid
         for s in (self.identity, self.gradient, self.values):
             s.clear_rows()

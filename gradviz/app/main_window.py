@@ -59,6 +59,8 @@ class MainWindow(QMainWindow):
     aboutToClose = Signal()           # closing: panels stop their threads
 
     def __init__(self, settings: QSettings | None = None, extensions: bool = True) -> None:
+        # long on purpose: every part of the window is created here, in order, so the contract
+        # (what exists, and what each part is given) reads in one place
         super().__init__()
         self.setWindowIcon(app_icon())
         self.setWindowTitle("gradviz")

@@ -29,6 +29,7 @@ class TrainingPanel(QWidget):
 
     def __init__(self, host: TrainingHost, history: History | None = None, plots: TrainingPlots | None = None,
                  parent=None) -> None:
+        # long: the controls and settings form, built in reading order
         super().__init__(parent)
         self.host = host
         self.doc: Document = host.document       # the document trained (what the worker's results go to)

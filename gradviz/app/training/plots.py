@@ -51,6 +51,7 @@ class TrainingPlots(QWidget):
     paramToggled = Signal(str, bool)
 
     def __init__(self, history: History, parent=None, max_hz: int = MAX_HZ) -> None:
+        # long: five plots, their curves, hover texts, the parameter list and the controls, built in order
         super().__init__(parent)
         self.history = history
         self.names: list[str] = []
