@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QAction, QShortcut
 
-from test_app_support import MLP, TRANSFORMER, change_view, open_and_wait
+from test_app_support import MLP, SAMPLES, TRANSFORMER, change_view, full, open_and_wait  # noqa: F401 (full: a fixture)
 
 
 def _whole_graph_in_view(win) -> bool:
@@ -128,3 +128,43 @@ def test_the_overview_map_of_a_tall_graph_is_usable(qtbot, window):
     assert moved.y() > middle.y() + 100
     rect = mm._to_map(window.view.visible_scene_rect())
     assert mm.rect().intersects(rect.toRect())                           # the visible area is drawn on the map
+
+
+def test_the_whole_window_opens_with_the_graph_in_front(qtbot, full):
+    """Every panel installed (training, diagnosis, runs, attribution, compare): none of the bottom
+    panels is open at launch, so the graph has the window's height and the first view is legible."""
+    from PySide6.QtWidgets import QDockWidget
+
+    win = full
+    bottom = [d for d in win.findChildren(QDockWidget) if win.dockWidgetArea(d) == Qt.BottomDockWidgetArea]
+    assert {d.windowTitle() for d in bottom} >= {"Attribution", "Compare", "Diagnosis", "Gradcheck", "Run"}
+    assert [d.windowTitle() for d in bottom if d.isVisible()] == []
+    assert win.view.height() >= 0.75 * win.height()
+    open_and_wait(qtbot, win, TRANSFORMER)
+    assert _whole_graph_in_view(win) and win.view.scale_factor() >= 0.6     # 12 px labels at >= 7 px
+    # the panels are still there for the user: their menu action shows them
+    attribution = next(d for d in bottom if d.windowTitle() == "Attribution")
+    win.extension_parts["attribution"]["action"].trigger()
+    assert attribution.isVisible()
+
+
+def test_module_names_stay_readable_below_the_legible_scale(qtbot, window):
+    """At Fit on a collapsed overview drawn below 0.6 (11 px names would be < 7 px on screen), the
+    module boxes' names are drawn at a fixed 11 screen px; at 0.6 and above, the box's own title."""
+    from gradviz.render import items
+
+    open_and_wait(qtbot, window, SAMPLES / "cnn.py")
+    change_view(qtbot, window, window.collapse_all)
+    groups = [n for n, a in window.document.view.nodes(data=True) if a.get("kind") == "group"]
+    assert len(groups) >= 5
+
+    def painted(scale: float) -> int:
+        window.view.set_scale(scale)
+        window.view.centerOn(window.scene.graph_rect().center())
+        items.PAINT_STATS["far_labels"] = 0
+        window.view.viewport().grab()
+        return items.PAINT_STATS["far_labels"]
+
+    visible = window.view.visible_scene_rect
+    assert painted(0.5) >= len([g for g in groups if visible().intersects(window.scene.node_item(g).sceneBoundingRect())])
+    assert painted(0.65) == 0

@@ -22,7 +22,8 @@ class Docks:
 
     def add(self, title: str, widget: QWidget, area=Qt.RightDockWidgetArea, tabbed: bool = True) -> QDockWidget:
         """A dock in ``area``: tabbed with the area's first panel, or (``tabbed=False``) below it,
-        so that both stay in view."""
+        so that both stay in view. A bottom panel starts hidden (its menu action shows it): at
+        launch the graph has the window's whole height, whatever panels are installed."""
         win = self.window
         dock = QDockWidget(title, win)
         dock.setObjectName(f"dock-{title}")
@@ -40,6 +41,8 @@ class Docks:
         dock.setFeatures(QDockWidget.DockWidgetMovable | QDockWidget.DockWidgetFloatable
                          | QDockWidget.DockWidgetClosable)
         win.addDockWidget(area, dock)
+        if horizontal:
+            dock.hide()
         same = [d for d in self.docks if win.dockWidgetArea(d) == area and not d.isFloating()
                 and d is not self.error_dock]
         if same and not tabbed:

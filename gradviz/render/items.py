@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 SIMPLE_LOD = 0.3        # below: nodes are plain filled rectangles, edges hairlines without arrows
 TEXT_LOD = 0.45         # below: no node text (12 px text would be < 5.5 px tall)
 EDGE_LABEL_LOD = 0.7    # below: no tensor-shape labels on edges
+GROUP_TEXT_LOD = 0.6    # below: module box names at a fixed 11 screen px (the first view calls 0.6 legible)
 
 _SELECTED_CHANGED = QGraphicsItem.ItemSelectedHasChanged
 PAINT_STATS = {"node_text": 0, "edge_labels": 0, "simple_batches": 0}  # read by tests / benchmarks
@@ -107,15 +108,16 @@ class NodeBatch(_Batch):
             return
         exposed = option.exposedRect
         with_text = lod >= TEXT_LOD or sc.force_detail
+        far_groups = lod < GROUP_TEXT_LOD and not sc.force_detail
         for i in self.indices:
             rect = sc.rects[i]
             if rect.intersects(exposed):
                 if dim is not None:
                     painter.setOpacity(sc.theme.dim_opacity if i in dim else 1.0)
-                sc.painter_for(i).paint(painter, i, with_text)
+                sc.painter_for(i).paint(painter, i, with_text and not (far_groups and sc.kinds[i] == "group"))
         if dim is not None:
             painter.setOpacity(1.0)
-        if not with_text:
+        if far_groups:
             self._far_labels(painter, lod)
 
     def _far_labels(self, painter: QPainter, lod: float) -> None:
