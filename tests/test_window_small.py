@@ -29,6 +29,15 @@ def test_the_inspector_wraps_source_and_has_one_scroll_bar(qtbot, window):
     assert code.text().replace("\u200b", "") == attrs["code"].strip()       # every character, none cut
     assert code.wordWrap() and code.minimumSizeHint().width() < insp.viewport().width()
     assert insp.saved.verticalScrollBarPolicy() == Qt.ScrollBarAlwaysOff
+    # a parameter in a narrow, short Inspector: it scrolls down, never sideways (long words such as
+    # torch::autograd::AccumulateGrad wrap instead of widening the panel)
+    window.resizeDocks([window.inspector_dock], [330], Qt.Horizontal)
+    window.resize(window.width(), 560)
+    window.select_nodes(["param:fc2.weight"])
+    qtbot.waitUntil(lambda: insp.verticalScrollBar().maximum() > 0, timeout=5000)
+    assert insp.field("op").replace("\u200b", "") == "torch::autograd::AccumulateGrad"
+    assert insp.horizontalScrollBarPolicy() == Qt.ScrollBarAlwaysOff
+    assert insp.widget().minimumSizeHint().width() <= insp.viewport().width()
     rows = insp.saved.rowCount()
     if rows:
         needed = sum(insp.saved.rowHeight(r) for r in range(rows)) + insp.saved.horizontalHeader().height()

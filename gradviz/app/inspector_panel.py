@@ -27,6 +27,13 @@ def wrappable(code: str) -> str:
     return "".join(ch + "\u200b" if ch in BREAK_AFTER else ch for ch in code)
 
 
+def breakable(text: str, longest: int = 20) -> str:
+    """A value whose words longer than ``longest`` characters (``torch::autograd::AccumulateGrad``,
+    dotted parameter names) may wrap after punctuation: one such word would else set the whole
+    panel's minimum width and bring a sideways scroll bar. Short words (numbers) never break."""
+    return " ".join(wrappable(w) if len(w) > longest else w for w in text.split(" "))
+
+
 class _Section(QGroupBox):
     """A titled form whose rows are replaced wholesale."""
 
@@ -51,7 +58,7 @@ class _Section(QGroupBox):
         if isinstance(value, QWidget):
             widget = value
         else:
-            widget = QLabel(str(value))
+            widget = QLabel(breakable(str(value)))
             widget.setTextInteractionFlags(Qt.TextSelectableByMouse)
             widget.setWordWrap(True)
             self.values[key or label] = str(value)
@@ -65,6 +72,7 @@ class InspectorPanel(QScrollArea):
         self.setObjectName("inspector")
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)    # it wraps: one scroll bar, vertical
         body = QWidget()
         lay = QVBoxLayout(body)
         lay.setContentsMargins(8, 8, 8, 8)
