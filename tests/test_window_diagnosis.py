@@ -29,8 +29,11 @@ def test_the_findings_are_in_view_at_the_default_dock_size(qtbot, full):
     assert "1 error" in panel.status.text()
     finding = panel.findings()[0]
     browser = panel.browser
-    # the whole why-and-fix text is there and fits: nothing to scroll to
-    assert finding["message"][:60] in browser.toPlainText()
+    # the whole why-and-fix text and the location are there and fit: nothing to scroll to
+    text = " ".join(browser.toPlainText().split())
+    assert " ".join(finding["message"].split()) in text and "Remove the .detach()" in text
+    assert f"detach.py:{finding['location'].rpartition(':')[2]}" in text
+    assert browser.isVisible() and browser.height() >= 60 and panel.mapTo(dock, browser.geometry().bottomLeft()).y() <= dock.height()
     assert browser.verticalScrollBar().maximum() == 0
     assert browser.document().size().height() <= browser.viewport().height()
 
