@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from test_app_support import MLP, SAMPLES, WAIT_MS, open_and_wait
+from test_app_support import MLP, SAMPLES, WAIT_MS, full, open_and_wait  # noqa: F401 (full: a fixture)
 
 
 def test_module_types_are_shown_whole(qtbot, window):
@@ -16,6 +16,20 @@ def test_module_types_are_shown_whole(qtbot, window):
     names = max(tree.fontMetrics().horizontalAdvance(p.rpartition(".")[2]) for p in window.document.modules if p)
     assert tree.header().sectionSize(0) >= min(names, 90)                  # module names readable too
     assert any(a["type"] == "BatchNorm2d" for a in window.document.modules.values())
+
+
+def test_the_gradient_norm_column_is_in_view_in_the_default_dock(qtbot, full):
+    """The module tree's reason to be, its gradient norms, is in view next to the names at the
+    Modules dock's default width (the type and parameter count may scroll sideways)."""
+    from gradviz.app.outline_panel import NORM_COLUMN
+
+    open_and_wait(qtbot, full, SAMPLES / "cnn.py")
+    tree = full.outline.tree
+    header = tree.header()
+    assert header.visualIndex(NORM_COLUMN) == 1
+    right = header.sectionViewportPosition(NORM_COLUMN) + header.sectionSize(NORM_COLUMN)
+    assert 0 <= header.sectionViewportPosition(NORM_COLUMN) and right <= tree.viewport().width()
+    assert full.outline.module_norm_text("stage1.conv1") not in (None, "")
 
 
 def test_the_inspector_wraps_source_and_has_one_scroll_bar(qtbot, window):

@@ -1,4 +1,4 @@
-"""The module tree: module, type, #params, gradient norm (with its colour).
+"""The module tree: module, gradient norm (with its colour), type, #params.
 
 A module without parameters (ReLU, Sigmoid, ...) has no parameter gradient norm; it
 shows the largest gradient norm flowing through its ops instead, in italics.
@@ -56,6 +56,9 @@ class OutlinePanel(QWidget):
         header.setSectionResizeMode(0, QHeaderView.Interactive)
         for c in range(1, len(COLUMNS)):
             header.setSectionResizeMode(c, QHeaderView.ResizeToContents)
+        # the gradient norm (what the tree is for) is shown next to the name, where a narrow dock
+        # still has it; the type and parameter count follow (the model's columns keep their numbers)
+        header.moveSection(header.visualIndex(NORM_COLUMN), 1)
         self.tree.clicked.connect(self._clicked)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
