@@ -12,7 +12,9 @@ from gradviz.app import attribution
 
 @pytest.fixture
 def attr(window):
-    return attribution.install(window)["panel"]
+    parts = attribution.install(window)
+    parts["action"].trigger()          # Diagnose > Input attribution... (a bottom panel starts hidden)
+    return parts["panel"]
 
 
 def _run(qtbot, panel, method="saliency", target="loss", steps=50):

@@ -53,6 +53,10 @@ def test_training_plots_are_readable(qtbot, window):
     assert window.inspector_dock.isVisible() and training_dock.isVisible()
     assert training_dock not in window.tabifiedDockWidgets(window.inspector_dock)
     assert window.inspector.height() >= 0.4 * window.height()          # the Inspector keeps its column
+    # the plots open at the bottom area's default height, not half the window: the graph keeps its room
+    plots_dock = next(d for d in window.docks.docks if d.windowTitle() == "Training plots")
+    qtbot.waitUntil(lambda: plots_dock.height() <= window.docks.bottom_height() + 10, timeout=5000)
+    assert window.view.height() >= 0.5 * window.height()
     panel.stop()
     qtbot.waitUntil(lambda: panel.state == "stopped", timeout=WAIT_MS)
     qtbot.waitUntil(lambda: len(panel.history) == panel.worker.step_index, timeout=5000)

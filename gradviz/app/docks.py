@@ -3,7 +3,7 @@ that share an area, the Errors dock, and default sizes that leave the graph most
 space."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QScrollArea, QWidget
 
 MAX_BOTTOM_MIN_H = 180   # bottom panels taller than this scroll instead of shrinking the graph
@@ -19,6 +19,7 @@ class Docks:
         self.error_dock: QDockWidget | None = None   # never tabbed in front of the others
         self.panels_menu = None                      # View ▸ Panels once the menus exist
         self.side_widths: dict[QDockWidget, int] = {}  # default widths of the side panels
+        self._bottom_open = False                    # a panel of the bottom area is in view
 
     def add(self, title: str, widget: QWidget, area=Qt.RightDockWidgetArea, tabbed: bool = True) -> QDockWidget:
         """A dock in ``area``: tabbed with the area's first panel, or (``tabbed=False``) below it,
@@ -43,6 +44,8 @@ class Docks:
         win.addDockWidget(area, dock)
         if horizontal:
             dock.hide()
+            # checked once the show/hide/tab switch is over (a tab switch hides one dock, shows another)
+            dock.visibilityChanged.connect(lambda _on: QTimer.singleShot(0, self.window, self._bottom_changed))
         same = [d for d in self.docks if win.dockWidgetArea(d) == area and not d.isFloating()
                 and d is not self.error_dock]
         if same and not tabbed:
@@ -73,6 +76,20 @@ class Docks:
         win = self.window
         return [d for d in self.docks if win.dockWidgetArea(d) == area and d.isVisible() and not d.isFloating()]
 
+    def bottom_height(self) -> int:
+        """The bottom area's height when it opens: a quarter of the window, 160-240 px."""
+        return max(160, min(240, self.window.height() // 4))
+
+    def _bottom_changed(self) -> None:
+        """The bottom area opening (its first panel shown) gets the default height: Qt would give
+        it half the window (seen: the training plots took 370 of 940 px, the graph drawn at 0.33).
+        A tab switch or a second panel keeps the height the user chose."""
+        bottom = [d for d in self.in_area(Qt.BottomDockWidgetArea) if d is not self.error_dock]
+        opened = bool(bottom) and not self._bottom_open
+        self._bottom_open = bool(bottom)
+        if opened and self.window.isVisible():
+            self.window.resizeDocks(bottom[:1], [self.bottom_height()], Qt.Vertical)
+
     def apply_default_sizes(self) -> None:
         """Side panels about 300 px wide (less in a narrow window), the bottom area at most a
         quarter of the window: the graph keeps most of the space."""
@@ -84,7 +101,7 @@ class Docks:
             win.resizeDocks(side, [int(w * scale) for w in wanted], Qt.Horizontal)
         bottom = self.in_area(Qt.BottomDockWidgetArea)
         if bottom:
-            win.resizeDocks(bottom[:1], [max(160, min(240, win.height() // 4))], Qt.Vertical)
+            win.resizeDocks(bottom[:1], [self.bottom_height()], Qt.Vertical)
 
     def show_error_dock(self) -> None:
         """Show the Errors dock in front, a third of the window high at most when it opens."""
