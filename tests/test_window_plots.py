@@ -73,3 +73,36 @@ def test_training_plots_are_readable(qtbot, window):
     plots.log_loss.setChecked(False)
     assert not plots.loss_plot.getPlotItem().ctrl.logYCheck.isChecked()
     panel.shutdown()
+
+
+def test_value_axis_labels_never_overlap(qtbot):
+    """A log axis over less than a decade (a broken model's flat gradient norms, 0.05-0.5) labels
+    pyqtgraph's minor ticks 0.06 ... 0.09 a few pixels apart: the plot's axis keeps them apart."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QPainter, QPixmap
+
+    from gradviz.app.training.plot_widget import MIN_H, Plot
+
+    for lo, hi, log in ((0.05, 0.5, True), (4e-4, 2e-2, True), (1e-3, 3.0, True), (1.05, 1.15, False)):
+        plot = Plot("grad norm", log_y=log)
+        qtbot.addWidget(plot)
+        plot.resize(260, MIN_H)
+        plot.show()
+        qtbot.waitExposed(plot)
+        x = np.arange(600)
+        plot.plot(x, lo + (hi - lo) * (0.5 + 0.5 * np.sin(x / 7.0)))
+        qtbot.wait(30)
+        axis = plot.getPlotItem().getAxis("left")
+        pm = QPixmap(axis.size().toSize())
+        painter = QPainter(pm)
+        try:
+            texts = axis.generateDrawSpecs(painter)[2]
+            stock = pg.AxisItem.generateDrawSpecs(axis, painter)[2]    # pyqtgraph's own choice
+        finally:
+            painter.end()
+        rects = [r for r, _, _ in texts]
+        assert len(rects) >= 2                                       # the axis still says its range
+        assert not any(a.intersects(b) for i, a in enumerate(rects) for b in rects[i + 1:])
+        if (lo, hi) == (0.05, 0.5):                                  # what was seen: overlapping labels
+            srects = [r for r, _, _ in stock]
+            assert any(a.intersects(b) for i, a in enumerate(srects) for b in srects[i + 1:])

@@ -1,6 +1,6 @@
 """One live plot of the Training plots dock: a pyqtgraph PlotWidget with a hover line and a
-value label, a fixed-width value axis (labels never overlap the plot next to it) and a
-readable minimum size."""
+value label, a fixed-width value axis (labels never overlap the plot next to it, nor each
+other) and a readable minimum size."""
 from __future__ import annotations
 
 import pyqtgraph as pg
@@ -9,11 +9,30 @@ MIN_W, MIN_H = 240, 150      # px: below this, the dock scrolls instead of squee
 AXIS_W = 54                  # px for the value axis: room for "1.5e-05" without overlap
 
 
+class ValueAxis(pg.AxisItem):
+    """An axis whose tick labels never overlap: on a log axis spanning less than a few decades
+    pyqtgraph labels the minor ticks 2..9 of each decade too, and 0.06, 0.07, 0.08, 0.09 (a few
+    pixels apart near the decade's top) were drawn over each other (seen under Xvfb). A label
+    that would touch one already placed is left out; the major (coarser) levels come first."""
+
+    def generateDrawSpecs(self, p):
+        specs = super().generateDrawSpecs(p)
+        if specs is None:
+            return None
+        axis, ticks, texts = specs
+        kept: list = []
+        for rect, flags, text in texts:
+            padded = rect.adjusted(-1, -1, 1, 1)
+            if not any(padded.intersects(other) for other, _, _ in kept):
+                kept.append((rect, flags, text))
+        return axis, ticks, kept
+
+
 class Plot(pg.PlotWidget):
     """A PlotWidget with a hover line and a value label."""
 
     def __init__(self, title: str, log_y: bool = False) -> None:
-        super().__init__()
+        super().__init__(axisItems={"left": ValueAxis("left")})
         self.setBackground(None)
         item = self.getPlotItem()
         item.setTitle(title, size="9pt")
