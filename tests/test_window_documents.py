@@ -32,7 +32,9 @@ def _everything_of(win, script):
 
 def test_results_of_one_script_never_reach_the_next(qtbot, full, tmp_path):
     win = full
+    assert not win.legend.isVisible() and win.view.bottom_margin == 0     # no colour bar over nothing
     open_and_wait(qtbot, win, MLP)
+    assert win.legend.isVisible()
     grad = win.diagnosis_panels["gradcheck"]
     grad.samples.setValue(2)
     with qtbot.waitSignal(grad.checkFinished, timeout=WAIT_MS):
@@ -71,6 +73,7 @@ def test_results_of_one_script_never_reach_the_next(qtbot, full, tmp_path):
     assert doc.status == "failed" and doc.graph is None
     assert win.windowTitle() == "broken.py (could not open)"
     assert not win.scene.ids and win.outline.item("fc1") is None and grad.params.count() == 0
+    assert not win.legend.isVisible()
     assert win.inspector.node_id == "" and win.inspector.title.text() == "Nothing selected"
     assert "no data" in win.errors.text() and win.error_dock.isVisible()
     assert win.statusBar().currentMessage().startswith("could not open broken.py")

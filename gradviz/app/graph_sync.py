@@ -93,6 +93,7 @@ class GraphSync:
         h.scene.set_graph(nx.DiGraph(), empty_layout())
         h.scene.clear_highlight()
         h.minimap.render_scene()
+        h.overlays.place()
         h.outline.set_modules({}, set())
         h.inspector.show_node("", {})
         h.status.set_run({"script": str(doc.path) if doc.path else None})
@@ -115,6 +116,7 @@ class GraphSync:
             return
         h.scene.set_graph(nx.DiGraph(), empty_layout())
         h.minimap.render_scene()
+        h.overlays.place()
         h.view.set_placeholder(f"Could not open {doc.name} — see the Errors panel.\n"
                                "Fix it and press Ctrl+R, or open another script.")
         h.show_error(doc.error, details=doc.error_details)

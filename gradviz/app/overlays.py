@@ -28,12 +28,17 @@ class Overlays:
         self.legend.setObjectName("legend")
         scene.colorScaleChanged.connect(self.legend.set_scale)
         scene.marksChanged.connect(lambda styles: (self.legend.set_marks(styles), self.place()))
-        self.legend.show()
+        self.legend_wanted = True     # View > Legend
         self.view.viewportMoved.connect(self.place)
+        self.place()
 
     def place(self) -> None:
+        """Put the legend and the map in their corners; the legend shows only over a graph (a colour
+        bar over an empty canvas, at launch or after a failed open, explains nothing)."""
         vp = self.view.viewport().geometry()
         legend = self.legend
+        graph = self.scene.graph
+        legend.setVisible(self.legend_wanted and graph is not None and graph.number_of_nodes() > 0)
         legend.resize(legend.sizeHint())
         legend.move(vp.left() + LEGEND_INSET, vp.bottom() - legend.height() - LEGEND_INSET)
         legend.raise_()
@@ -43,7 +48,7 @@ class Overlays:
         self.minimap.raise_()
 
     def set_legend_visible(self, on: bool) -> None:
-        self.legend.setVisible(on)
+        self.legend_wanted = on
         self.place()
 
     def set_minimap_visible(self, on: bool) -> None:
