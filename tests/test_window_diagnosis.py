@@ -99,3 +99,21 @@ def test_library_locations_are_shown_beside_the_users_line(qtbot, window):
     doc.view.nodes[nid]["library_location"] = lib
     window.select_nodes([nid])
     assert window.inspector.field("library") == lib
+
+
+def test_an_inplace_error_inside_a_library_model_names_both_frames(qtbot, full):
+    """transformers' GPT-2 calls the user's attention function, which writes in place: the Errors
+    panel names the user's line and the library frame that called it, as ``gradviz check`` does."""
+    win = full
+    path = BUGS / "real_gpt2_inplace.py"
+    expected = next(f for f in _check(path) if f["code"] == "inplace")
+    library = expected["data"]["library_location"]
+    assert "transformers/models/gpt2/" in library
+    with qtbot.waitSignal(win.traceFailed, timeout=WAIT_MS):
+        win.open_script(path)
+    assert win.errors.location.location() == expected["location"] == f"{path.resolve()}:18"
+    assert win.errors.library.location() == library and win.errors.library_row.isVisible()
+    assert library in win.errors.text()
+    open_and_wait(qtbot, win, MLP)                                   # a plain error has no library row
+    win.show_error(RuntimeError("something else"))
+    assert not win.errors.library_row.isVisible()

@@ -60,6 +60,13 @@ class ErrorPanel(QWidget):
         self.code = QLabel()
         self.code.setFont(mono)
         self.code.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.library = LocationLabel()       # the library frame under the user's line, when there is one
+        self.library_row = QWidget()
+        beside = QHBoxLayout(self.library_row)
+        beside.setContentsMargins(0, 0, 0, 0)
+        beside.addWidget(QLabel("in library"))
+        beside.addWidget(self.library, 1)
+        self.library_row.hide()
         self.details = QPlainTextEdit()
         self.details.setReadOnly(True)
         self.details.setFont(mono)
@@ -77,6 +84,7 @@ class ErrorPanel(QWidget):
         lay.addLayout(top)
         lay.addWidget(self.message)
         lay.addLayout(where)
+        lay.addWidget(self.library_row)
         lay.addWidget(self.details, 1)
         self._error = None
 
@@ -88,13 +96,18 @@ class ErrorPanel(QWidget):
         self.message.setText(message)
         self.location.set_location(location)
         self.code.setText(code_line.strip())
+        library = getattr(error, "library_location", None)
+        self.library.set_location(library)
+        self.library_row.setVisible(bool(library))
         self.details.setPlainText((own or details).rstrip())
 
     def error(self):
         return self._error
 
     def text(self) -> str:
-        return "\n".join([self.title.text(), self.message.text(), self.location.location(), self.details.toPlainText()])
+        library = self.library.location() if self.library_row.isVisibleTo(self) else ""
+        return "\n".join([self.title.text(), self.message.text(), self.location.location(), library,
+                          self.details.toPlainText()])
 
 
 class ExceptHook(QObject):

@@ -41,6 +41,8 @@ class DiagnosedError(ScriptError):
         super().__init__(finding["message"], path=path or None, line=int(line) if line.isdigit() else None,
                          code=finding["code"], details=f"{type(cause).__name__}: {cause}\n\n{details}".rstrip())
         self.report = report
+        # the innermost library frame (transformers' modeling file) beside the user's line, as check says it
+        self.library_location: str | None = (finding.get("data") or {}).get("library_location")
 
 
 def explain_open_error(path: str, error: BaseException, cancel=None) -> DiagnosedError:
