@@ -50,6 +50,11 @@ def test_details_on_demand_equal_the_full_trace(both):
             want = full.nodes[nid][f"grad_{key}"]
             assert got[nid][f"grad_{key}"] == pytest.approx(want, rel=1e-9, abs=1e-15), (nid, key)
         assert got[nid]["grad_hist"] == full.nodes[nid]["grad_hist"]
+    # what the op saved for backward, with its values (torch as the oracle: the replayed forward)
+    head = next(n for n in ops if fast.nodes[n]["op"] == "MmBackward0" and fast.nodes[n]["module"] == "lm_head")
+    saved = {s["name"]: s for s in node_details(fast, [head])[head]["saved_stats"]}
+    assert saved["mat2"]["norm"] == pytest.approx(fast.nodes["param:lm_head.weight"]["value_norm"], rel=1e-9)
+    assert saved["self"]["numel"] == math.prod(fast.nodes[head]["shape"][:1]) * 64
     q = got["param:blocks.0.attn.q_proj.weight"]
     assert q["value_std"] == pytest.approx(full.nodes["param:blocks.0.attn.q_proj.weight"]["value_std"])
 

@@ -94,8 +94,8 @@ class InspectorPanel(QScrollArea):
         self.gradient.box.addWidget(self.histogram)
         self.values = _Section("Parameter values")
         self.saved_box = QGroupBox("Saved tensors")
-        self.saved = QTableWidget(0, 3)
-        self.saved.setHorizontalHeaderLabels(["name", "shape / value", "dtype"])
+        self.saved = QTableWidget(0, 4)
+        self.saved.setHorizontalHeaderLabels(["name", "shape / value", "dtype", "values"])
         self.saved.verticalHeader().hide()
         self.saved.setEditTriggers(QAbstractItemView.NoEditTriggers)
         self.saved.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
@@ -192,7 +192,7 @@ class InspectorPanel(QScrollArea):
             self.values.show()
         else:
             self.values.hide()
-        self._show_saved(attrs.get("saved") or [])
+        self._show_saved(attrs.get("saved") or [], attrs.get("saved_stats"))
 
     def show_summary(self, graph, live: dict | None = None, loss: float | None = None) -> None:
         """Nothing selected: an overview of the traced run and where the gradient is; ``live``
@@ -299,13 +299,19 @@ class InspectorPanel(QScrollArea):
         self.values.hide()
         self.saved_box.hide()
 
-    def _show_saved(self, saved: list[dict]) -> None:
+    def _show_saved(self, saved: list[dict], stats: list[dict] | None = None) -> None:
+        """What the node saved for backward; ``stats`` (computed on demand: ``core/details.py``) adds
+        each tensor's norm and range."""
+        values = {e.get("name"): e for e in stats or []}
         self.saved.setRowCount(len(saved))
         for row, entry in enumerate(saved):
             if "value" in entry:
-                cells = [entry.get("name", ""), str(entry.get("value")), ""]
+                cells = [entry.get("name", ""), str(entry.get("value")), "", ""]
             else:
-                cells = [entry.get("name", ""), shape(entry.get("shape")), entry.get("dtype", "")]
+                st = values.get(entry.get("name"), {})
+                text = (f"‖·‖ {num(st['norm'])} · {num(st.get('min'))} … {num(st.get('max'))}" if "norm" in st
+                        else ("…" if stats is None else ""))
+                cells = [entry.get("name", ""), shape(entry.get("shape")), entry.get("dtype", ""), text]
             for col, text in enumerate(cells):
                 self.saved.setItem(row, col, QTableWidgetItem(text))
         # every row shown: the inspector scrolls as a whole, the table never inside it

@@ -19,7 +19,7 @@ from gradviz.core import stats as gstats
 from gradviz.core.errors import GradvizError
 from gradviz.core.script import ModelScript, error_from_exception, load_script
 from gradviz.core.trace import TraceOptions, input_names, prepare
-from gradviz.core.walk import is_leaf, node_ids_for, walk
+from gradviz.core.walk import _saved_names, is_leaf, node_ids_for, walk
 
 
 class DetailsError(GradvizError):
@@ -55,6 +55,7 @@ def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
     _same_graph(graph, nodes, ids)
     by_id = dict(zip(ids, nodes))
     out: dict[str, dict] = {}
+    saved = {nid: saved_stats(by_id[nid]) for nid in wanted if nid in by_id and not is_leaf(by_id[nid])}
     grads: dict[str, Any] = {}
     handles = []
     bins = options.histogram_bins
@@ -82,6 +83,8 @@ def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
             h.remove()
     for nid, g in grads.items():
         out[nid] = gstats.prefixed(gstats.tensor_stats([g], bins), "grad")
+    for nid, entries in saved.items():
+        out.setdefault(nid, {})["saved_stats"] = entries
     named = dict(p.model.named_parameters())
     for nid in wanted:
         if nid.startswith("param:") and nid[len("param:"):] in named:
@@ -90,6 +93,25 @@ def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
                         **gstats.prefixed(gstats.tensor_stats([q], bins), "value")}
         elif nid in graph and graph.nodes[nid].get("kind") == "loss":
             out[nid] = gstats.prefixed(gstats.tensor_stats([torch.ones(())], bins), "grad")
+    return out
+
+
+def saved_stats(fn) -> list[dict]:
+    """``[{name, norm, mean, min, max, numel}]`` of the tensors a node saved for backward (read
+    before backward frees them), in the order ``walk.saved_tensors`` lists them."""
+    out = []
+    for attr in _saved_names(fn):
+        try:
+            value = getattr(fn, attr)
+        except Exception:  # noqa: BLE001 - freed or unreadable: saved_tensors skips it too
+            continue
+        tensors = [value] if isinstance(value, torch.Tensor) else (
+            list(value) if isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor)
+                                                                           for v in value) else [])
+        for i, t in enumerate(tensors):
+            name = attr[len("_saved_"):] + (f"[{i}]" if len(tensors) > 1 or not isinstance(value, torch.Tensor) else "")
+            st = gstats.tensor_stats([t], bins=0) if t.is_floating_point() or t.is_complex() else None
+            out.append({"name": name, **({k: st[k] for k in ("norm", "mean", "min", "max", "numel")} if st else {})})
     return out
 
 
