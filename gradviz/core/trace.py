@@ -37,6 +37,7 @@ from gradviz.core import memory
 from gradviz.core import stats as gstats
 from gradviz.core.capture import ForwardCapture
 from gradviz.core.devices import model_device, to_device
+from gradviz.core.gc_pause import gc_paused
 from gradviz.core.graph_build import GRAPH_FORMAT, add_param_node, build_graph  # noqa: F401 (re-exported)
 from gradviz.core.meta import build_meta_model, meta_forward
 from gradviz.core.modules import module_table
@@ -97,13 +98,14 @@ def trace_run(source: Any, model: nn.Module | None = None, *, options: TraceOpti
               capture: ForwardCapture | None = None, **overrides: Any) -> TraceRun:
     options = resolve_options(options, overrides)
     start = time.perf_counter()
-    if isinstance(source, torch.Tensor) or (isinstance(source, (list, tuple)) and source
-                                            and all(isinstance(t, torch.Tensor) for t in source)):
-        roots = [source] if isinstance(source, torch.Tensor) else list(source)
-        run = _trace_tensors(roots, model, capture, options)
-    else:
-        script = source if isinstance(source, ModelScript) else load_script(source)
-        run = _trace_script(script, options, model)
+    with gc_paused():   # the graph's many live objects would be re-scanned again and again
+        if isinstance(source, torch.Tensor) or (isinstance(source, (list, tuple)) and source
+                                                and all(isinstance(t, torch.Tensor) for t in source)):
+            roots = [source] if isinstance(source, torch.Tensor) else list(source)
+            run = _trace_tensors(roots, model, capture, options)
+        else:
+            script = source if isinstance(source, ModelScript) else load_script(source)
+            run = _trace_script(script, options, model)
     run.graph.graph["trace_seconds"] = time.perf_counter() - start
     return run
 
