@@ -87,3 +87,21 @@ def test_structure_only_window_says_there_are_no_values(qtbot, window):
     window.select_nodes([param])
     assert window.inspector.field("grad none") == "structure only (meta device): no values"
     assert window.inspector.field("memory").endswith("iB + the same for its gradient")
+
+
+def test_selected_op_gets_its_details_and_saved_tensor_values(qtbot, window):
+    from test_app_support import MLP
+
+    open_and_wait(qtbot, window, MLP)
+    doc = window.document
+    assert doc.graph.graph["details"] == "norms"
+    op = next(n for n, a in doc.view.nodes(data=True) if a.get("op") == "AddmmBackward0")
+    window.select_nodes([op])
+    assert window.inspector.field("details") == "computing…"
+    assert window.inspector.saved.item(0, 3).text() == "…"
+    qtbot.waitUntil(lambda: doc.graph.nodes[op].get("grad_mean") is not None, timeout=60000)
+    qtbot.waitUntil(lambda: window.inspector.field("details") is None, timeout=5000)
+    rows = {window.inspector.saved.item(r, 0).text(): window.inspector.saved.item(r, 3).text()
+            for r in range(window.inspector.saved.rowCount())}
+    assert any(text.startswith("‖·‖ ") for text in rows.values())
+    assert window.inspector.field("saved for backward").endswith("B")
