@@ -16,9 +16,10 @@ SCREENSHOT_TIMEOUT = 120.0
 
 
 def default_script() -> Path | None:
-    """The built-in sample, ``samples/mlp_digits.py`` next to the package (None if absent)."""
-    path = Path(gradviz.__file__).resolve().parent.parent / "samples" / "mlp_digits.py"
-    return path if path.is_file() else None
+    """The built-in sample, ``samples/mlp_digits.py`` (in the wheel, or the checkout; None if absent)."""
+    from gradviz.resources import sample
+
+    return sample("mlp_digits")
 
 
 def parse_size(size: str) -> tuple[int, int]:
@@ -61,9 +62,10 @@ def save_atomically(image, path: str | Path) -> None:
 
 
 def run_app(script: str | None = None, screenshot: str | None = None, size: str = "1400x900",
-            meta: bool | None = None) -> int:
-    """The window; ``meta``: True traces structure only (meta device), False never does, None
-    only when the model would not fit in memory."""
+            meta: bool | None = None, note: str | None = None) -> int:
+    """The window on ``script`` (default: the digits sample). ``meta``: True traces structure only (meta
+    device), False never does, None only when the model would not fit in memory. ``note`` (what gradviz
+    invented for a model without a script) is shown in the status bar once it is open."""
     try:
         width, height = parse_size(size)
     except ValueError as exc:
@@ -90,6 +92,8 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
     window.show()
     if path is not None:
         QTimer.singleShot(0, lambda: window.open_script(path))
+        if note:
+            QTimer.singleShot(0, lambda: window.show_message(note, 30000))
     else:
         window.view.set_placeholder("The built-in sample (samples/mlp_digits.py) is not installed.\n"
                                     "Open a model script with File ▸ Open (Ctrl+O) or drop a .py file here.")

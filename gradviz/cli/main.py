@@ -11,9 +11,10 @@ import argparse
 import importlib
 import sys
 
-from gradviz.cli.meta_flag import add_meta_argument
 from gradviz.cli.display import prepare_display
+from gradviz.cli.meta_flag import add_meta_argument
 from gradviz.cli.options import USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
+from gradviz.core.errors import GradvizError
 
 SUBCOMMANDS = {
     "export": "gradviz.cli.export_cmd",
@@ -23,6 +24,7 @@ SUBCOMMANDS = {
     "runs": "gradviz.cli.runs_cmd",
     "native": "gradviz.cli.native_cmd",
     "attribute": "gradviz.cli.attribute_cmd",
+    "install-desktop": "gradviz.cli.desktop_cmd",
 }
 GLOBAL_FLAGS = ("-v", "--verbose")
 
@@ -61,7 +63,7 @@ def app_parser() -> argparse.ArgumentParser:
     parser.add_argument("--size", default="1400x900", help="window size for --screenshot (WxH)")
     add_meta_argument(parser)
     parser.add_argument("--version", action="version", version=version_text())
-    add_common_options(parser, runs_user_code=False)
+    add_common_options(parser, runs_user_code=False, opens_models=True)
     return parser
 
 
@@ -101,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     if problem:
         print(f"gradviz: {problem}", file=sys.stderr)
         return 2
+    try:
+        prepare(args)        # a callable or a .pt2 becomes a generated script; a weights file is refused
+    except GradvizError as exc:
+        print(f"gradviz: {exc}", file=sys.stderr)
+        return 2
     from gradviz.app.launch import run_app  # Qt loads here, and only here
 
-    return run_app(script=args.script, screenshot=args.screenshot, size=args.size, meta=args.meta)
+    return run_app(script=args.script, screenshot=args.screenshot, size=args.size, meta=args.meta,
+                   note=getattr(args, "model_note", None))

@@ -28,13 +28,28 @@ class UsageError(GradvizError):
     """A command-line value that cannot work (exit 2, before anything runs)."""
 
 
-def add_common_options(parser: argparse.ArgumentParser, runs_user_code: bool) -> None:
+def add_common_options(parser: argparse.ArgumentParser, runs_user_code: bool, opens_models: bool = False) -> None:
     # SUPPRESS: a sub-command that does not see the flag must not reset one given before it
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="log what gradviz does (and the traceback of an internal error) on stderr")
     if runs_user_code:
         parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                             help="stop the script after SECONDS (exit 2, naming the line it was at)")
+    if runs_user_code or opens_models:
+        add_model_options(parser)
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """A model without a script: SCRIPT may be PACKAGE.MODULE:CALLABLE or a .pt2 program (core/factory.py)."""
+    group = parser.add_argument_group(
+        "a model without a script", "SCRIPT may also be PACKAGE.MODULE:CALLABLE (called with no arguments to "
+        "build the model) or a torch.export program (.pt2); gradviz then invents the inputs and the loss")
+    group.add_argument("--input", action="append", metavar="SHAPE[:DTYPE[:HIGH]]",
+                       help="one per positional input: 1,3,224,224 (float32, standard normal), 2,16:long "
+                            "(token ids in [0, HIGH), default the smallest nn.Embedding)")
+    group.add_argument("--loss", metavar="sum|mean|ce[:CLASSES]", help="the invented loss (default sum)")
+    group.add_argument("--weights", metavar="FILE",
+                       help="load a state_dict into the model (safetensors, or torch.load(weights_only=True))")
 
 
 class _StderrHandler(logging.StreamHandler):
@@ -78,6 +93,22 @@ def prepare(args: argparse.Namespace) -> None:
     device = getattr(args, "device", None)
     if device not in (None, "auto"):
         check_device(device)
+    resolve_model(args)
+
+
+def resolve_model(args: argparse.Namespace) -> str | None:
+    """Make ``args.script`` a model script: generated for a callable, a .pt2 or --weights (stderr says
+    what gradviz invented; returned too). A weights file given as the model is a UsageError saying what to open."""
+    script = getattr(args, "script", None)
+    if not isinstance(script, str) or not hasattr(args, "input"):
+        return None
+    from gradviz.core.generated import model_source
+
+    args.script, note = model_source(script, args.input, args.loss, args.weights)
+    args.model_note = note
+    if note:
+        print(f"gradviz: {note}", file=sys.stderr)
+    return note
 
 
 def check_device(name: str) -> None:

@@ -67,15 +67,11 @@ def read_baseline(text: str) -> Any:
 def model_output(out: Any) -> torch.Tensor:
     """The tensor of logits in what a model returned: a tensor, ``.logits`` (transformers'
     outputs), or the first tensor of a tuple/list/dict."""
-    if isinstance(out, torch.Tensor):
-        return out
-    logits = getattr(out, "logits", None)
-    if isinstance(logits, torch.Tensor):
-        return logits
-    values = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else ()
-    for v in values:
-        if isinstance(v, torch.Tensor) and v.is_floating_point():
-            return v
+    from gradviz.core.factory import first_tensor
+
+    found = first_tensor(out)
+    if found is not None:
+        return found
     raise AttributionError(f"the model returned {type(out).__name__}, not a tensor of outputs: attribute "
                            "with --target loss, or return the logits")
 

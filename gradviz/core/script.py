@@ -47,6 +47,12 @@ class ScriptError(GradvizError):
         self.code = code
         self.details = details
 
+    def with_hint(self, hint: str) -> ScriptError:
+        """The same error with ``hint`` (what to check) appended to its message."""
+        self.message = f"{self.message} ({hint})"
+        self.args = (self.message,)
+        return self
+
     @property
     def location(self) -> str | None:
         if self.path is None:
