@@ -21,6 +21,7 @@ EXTENSIONS = {
     "attribution": "gradviz.app.attribution",
     "failing_forward": "gradviz.app.failing_forward",
     "compare": "gradviz.app.compare",
+    "open_model": "gradviz.app.open_model",     # File ▸ Open model…, .pt2 programs, weights files (cli)
 }
 
 
