@@ -7,16 +7,18 @@ works on a headless server:
     findings = gradviz.check("samples/mlp_digits.py")   # the gradient health checklist
     with gradviz.watch(model, "run.gvrun", every=10) as w:
         ...; loss.backward(); w.step(loss)               # record your own training loop
+    gradviz.show(loss, model=model, collapse=1)         # in Jupyter: the coloured graph inline
 """
 from __future__ import annotations
 
 from gradviz.core.version import __version__
-__all__ = ["trace", "capture", "TraceOptions", "check", "watch", "RecordError", "load_script", "collapse",
+__all__ = ["trace", "show", "capture", "TraceOptions", "check", "watch", "RecordError", "load_script", "collapse",
            "layout", "ScriptError", "__version__"]
 
 # name -> module that defines it; resolved on first attribute access (PEP 562)
 _LAZY = {
-    "trace": "gradviz.core.trace",
+    "trace": "gradviz.notebook",          # core's trace, returning a graph that draws itself in Jupyter
+    "show": "gradviz.notebook",
     "capture": "gradviz.core.trace",
     "TraceOptions": "gradviz.core.trace",
     "load_script": "gradviz.core.script",
