@@ -240,6 +240,8 @@ class Watch:
         if self._closed:
             return
         self._lr = _lr_of(optimizer)
+        if kwargs.get("closure") is not None or (args and callable(args[0])):
+            return   # opt.step(closure): backward runs inside the step (Lightning, LBFGS); w.step reads the grads
         if self._open_step is not None and self._awaiting_update:
             return                                      # w.step came first: grads read, theta snapshot
         if self._grads_read and self._updated:
