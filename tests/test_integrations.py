@@ -148,3 +148,46 @@ def test_import_gradviz_imports_no_trainer_package():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+DDP_SCRIPT = '''
+import torch, torch.nn as nn, pytorch_lightning as pl
+from gradviz.integrations.lightning import GradvizCallback
+
+
+class Classifier(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+
+    def training_step(self, batch, index):
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+if __name__ == "__main__":
+    g = torch.Generator().manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 8, generator=g), torch.randint(0, 2, (64,), generator=g))
+    trainer = pl.Trainer(max_steps=3, accelerator="cpu", devices=2, strategy="ddp", logger=False,
+                         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                         callbacks=[GradvizCallback("ddp.gvrun", every=1)])
+    trainer.fit(Classifier(), torch.utils.data.DataLoader(data, batch_size=8))
+'''
+
+
+def test_lightning_ddp_writes_one_file_per_rank(tmp_path):
+    (tmp_path / "train_ddp.py").write_text(DDP_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADVIZ_NATIVE": "0"}
+    proc = subprocess.run([sys.executable, "train_ddp.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    with open_run(tmp_path / "ddp.rank0.gvrun") as r0, open_run(tmp_path / "ddp.rank1.gvrun") as r1:
+        a, b = r0.steps(), r1.steps()
+        assert list(a["step"]) == list(b["step"]) == [0, 1, 2]
+        np.testing.assert_allclose(a["grad_norms"], b["grad_norms"], rtol=1e-5)   # after DDP's all-reduce
+        assert not np.allclose(a["loss"], b["loss"])                               # each rank its own batches
+    info = runs_show(tmp_path / "ddp.gvrun")
+    assert [r["rank"] for r in info["ranks"]] == [0, 1] and all(r["world_size"] == 2 for r in info["ranks"])
