@@ -210,6 +210,13 @@ def test_weights_files_are_refused_as_models_and_loaded_with_weights(project):
         assert nodes["param:2.weight"]["grad_norm"] == pytest.approx(trained[2].weight.grad.norm().item(), rel=1e-5)
 
 
+def test_a_program_given_as_weights_is_named(project):
+    _, path, _ = exported(project)
+    status, _, err = run_cli("export", "userpkg.models:mlp", "--input", "2,6", "--weights", path, "-o", "g.json")
+    assert status == 2 and "a torch.export program (.pt2), a whole model, not a state_dict" in err
+    assert "weights from" in err
+
+
 def test_weights_that_do_not_fit_name_the_keys(project):
     torch.save(nn.Linear(4, 3).state_dict(), project / "other.pt")
     status, _, err = run_cli("export", "userpkg.models:mlp", "--input", "2,6", "--weights", "other.pt", "-o", "g.json")

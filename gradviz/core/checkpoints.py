@@ -70,6 +70,9 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
             return load_file(str(path))
         except Exception as exc:  # safetensors' own errors (SafetensorError) share no base class
             raise ScriptError(f"not a readable safetensors file: {exc}", path=str(path)) from None
+    if path.suffix.lower() in PROGRAM_SUFFIXES:
+        raise ScriptError("this is a torch.export program (.pt2), a whole model, not a state_dict: open it as the "
+                          f"model (gradviz {path.name}) instead of giving it to --weights", path=str(path))
     if _is_torchscript(path):
         raise ScriptError("this is a TorchScript archive (torch.jit.save), not a state_dict: gradviz draws the "
                           "autograd graph of a Python model; open the script or callable that builds it",

@@ -212,7 +212,8 @@ class Invented:
     @property
     def note(self) -> str:
         """What gradviz invented, in words (the CLI prints it; the window shows it)."""
-        return f"{self.source}: {describe_inputs(self)}; loss {describe_loss(self.loss)}"
+        weights = f"; weights from {self.weights}" if self.weights else ""
+        return f"{self.source}: {describe_inputs(self)}; loss {describe_loss(self.loss)}{weights}"
 
 
 def stored_example_inputs(program: Any) -> tuple | None:
