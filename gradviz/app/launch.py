@@ -86,7 +86,7 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
     result = {"code": 0}
     if screenshot:
         window.resize(width, height)
-        return _screenshot(app, window, path, screenshot, hook)
+        return _screenshot(app, window, path, screenshot, hook, note)
     if not window.restore_layout():
         window.resize(width, height)
     window.show()
@@ -108,7 +108,7 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
     return result["code"]
 
 
-def _screenshot(app, window, path: Path | None, out: str, hook) -> int:
+def _screenshot(app, window, path: Path | None, out: str, hook, note: str | None = None) -> int:
     from PySide6.QtCore import QTimer
 
     state = {"code": 1, "done": False}
@@ -149,6 +149,8 @@ def _screenshot(app, window, path: Path | None, out: str, hook) -> int:
                       lambda: finish(1, f"timed out after {SCREENSHOT_TIMEOUT:.0f} s waiting for the graph"))
     window.show()
     QTimer.singleShot(0, lambda: window.open_script(path))
+    if note:
+        QTimer.singleShot(0, lambda: window.show_message(note, 30000))
     app.exec()
     hook.uninstall()
     if not window.shutdown(2000):
