@@ -189,7 +189,6 @@ def test_cut_location_agrees_with_the_health_check():
 
 
 def test_transformers_model_cut_by_detach(tmp_path):
-    pytest.importorskip("transformers")
     path = tmp_path / "frozen_by_detach.py"
     path.write_text(textwrap.dedent("""
         import torch

@@ -53,7 +53,7 @@ def test_the_detector_sees_each_dishonest_form():
            "@pytest.mark.skipif(not (ROOT / 'x.py').exists(), reason='x')\ndef test_a(): pass\n"
            "def test_b():\n    if not path.is_file():\n        pytest.skip('sample not written yet')\n")
     assert [line for line, _ in dishonest_skips(bad)] == [2, 3, 7]
-    honest = ("import pytest\npytest.importorskip('transformers')\n"
+    honest = ("import pytest\npytest.importorskip('torchvision')\n"
               "@pytest.mark.skipif(not torch.cuda.is_available(), reason='no CUDA')\ndef test_c(): pass\n"
               "@pytest.mark.skipif(not Path('/proc/self/status').exists(), reason='needs /proc')\ndef test_d(): pass\n")
     assert dishonest_skips(honest) == []

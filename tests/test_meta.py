@@ -93,7 +93,6 @@ def test_frozen_and_cut_parameters_on_meta():
 def test_llama_70b_layer_on_meta(monkeypatch):
     """The 70B configuration's widths (two of its 80 layers, to keep the test short): each decoder
     layer has the real model's 855,654,400 parameters and nothing is allocated."""
-    pytest.importorskip("transformers")
     monkeypatch.setenv("GRADVIZ_LLAMA_LAYERS", "2")
     g = gradviz.trace(SAMPLES / "llama_70b.py", meta=True)
     mods = g.graph["modules"]

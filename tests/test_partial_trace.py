@@ -112,7 +112,6 @@ def test_a_forward_that_runs_has_no_failure_graph():
 
 
 def test_library_model_failure_points_at_the_library_line(tmp_path):
-    pytest.importorskip("transformers")
     path = tmp_path / "gpt2_too_long.py"
     path.write_text(textwrap.dedent("""
         import torch

@@ -27,7 +27,7 @@ def test_the_main_window_offers_every_interface(qtbot, tmp_path):
             assert isinstance(win, protocol), protocol.__name__
         # every extension is installed by __init__ and kept in a declared attribute
         assert win.extensions == ["training", "diagnosis", "runs", "attribution", "failing_forward",
-                                 "compare"]
+                                 "compare", "open_model"]
         assert not win.extension_errors and list(win.extension_parts) == win.extensions
         assert win.training_panel is not None and win.run_panel is not None
         assert set(win.diagnosis_panels) >= {"diagnosis", "gradcheck"}
