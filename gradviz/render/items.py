@@ -8,7 +8,7 @@ colour, so a frame of 11,600 nodes is about a hundred Python calls, not 30,000.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath
@@ -29,6 +29,18 @@ PAINT_STATS = {"node_text": 0, "edge_labels": 0, "simple_batches": 0}  # read by
 
 def lod_of(painter: QPainter) -> float:
     return QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
+
+
+def nearby_chunks(rects: Sequence[QRectF], size: int) -> Iterator[tuple[list[int], QRectF]]:
+    """Indices of boxes close on screen, ``size`` at a time (sorted by top, then left), with the
+    rectangle each chunk covers: one painted batch per chunk repaints only what changed nearby."""
+    order = sorted(range(len(rects)), key=lambda i: (rects[i].top(), rects[i].left()))
+    for start in range(0, len(order), size):
+        chunk = order[start:start + size]
+        rect = QRectF(rects[chunk[0]])
+        for i in chunk[1:]:
+            rect = rect.united(rects[i])
+        yield chunk, rect
 
 
 class NodeItem(QGraphicsRectItem):

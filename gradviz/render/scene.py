@@ -17,7 +17,7 @@ from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent, QToolTip
 
 from gradviz.core import structure_colors
-from gradviz.core.colors import LogColorScale, auto_range, text_color_for
+from gradviz.core.colors import LogColorScale, auto_range
 from gradviz.core.formatting import number
 from gradviz.core.layout import Layout
 from gradviz.core.marks import Marks
@@ -26,9 +26,10 @@ from gradviz.render.edges import build_edges
 from gradviz.render.frames import Frame, FrameItem, build_frames
 from gradviz.render.graph_marks import decorate, failed_indices, graph_marks
 from gradviz.render.header import ShownState, ShownValues
-from gradviz.render.items import NodeBatch, NodeItem
+from gradviz.render.items import NodeBatch, NodeItem, nearby_chunks
 from gradviz.render.marks_layer import MarkLayer
-from gradviz.render.node_paint import NodePainter, darker, secondary_text
+from gradviz.render.node_colors import NodeColors
+from gradviz.render.node_paint import NodePainter
 
 NODES_PER_BATCH = 96
 MARGIN = 24.0
@@ -173,14 +174,8 @@ class GraphScene(QGraphicsScene):
             item = NodeItem(nid, i, rect)  # tooltips come from helpEvent, not 11k setToolTip calls
             add(item)
             self.items_by_id[nid] = item
-        # batches of nodes that are close on screen: sort by (top, left) and cut in runs
-        order = sorted(range(len(self.ids)), key=lambda i: (self.rects[i].top(), self.rects[i].left()))
         self.batch_of = [None] * len(self.ids)  # type: ignore[list-item]
-        for start in range(0, len(order), NODES_PER_BATCH):
-            chunk = order[start:start + NODES_PER_BATCH]
-            rect = QRectF(self.rects[chunk[0]])
-            for i in chunk[1:]:
-                rect = rect.united(self.rects[i])
+        for chunk, rect in nearby_chunks(self.rects, NODES_PER_BATCH):
             batch = NodeBatch(self, chunk, rect.adjusted(-3, -3, 3, 3))  # room for thick outlines
             add(batch)
             self.node_batches.append(batch)
@@ -193,26 +188,10 @@ class GraphScene(QGraphicsScene):
             rgb = np.asarray(self.structure.rgb_for(self.graph, self.keys), dtype=np.int64).reshape(-1, 3)
         else:
             rgb = self._scale.colors_for(self.norms)
-        cache: dict[tuple, tuple] = {}
-        fills, texts, seconds, headers = [], [], [], []
-        for r, g, b in rgb.tolist():
-            key = (r, g, b)
-            got = cache.get(key)
-            if got is None:
-                fill = QColor(r, g, b)
-                text = QColor(*text_color_for(key))
-                got = cache[key] = (fill, text, secondary_text(text), darker(fill, 0.16))
-            fills.append(got[0])
-            texts.append(got[1])
-            seconds.append(got[2])
-            headers.append(got[3])
-        self.fill_colors, self.text_colors, self.secondary_colors, self.header_colors = fills, texts, seconds, headers
-        for i, ok in enumerate(self.reachable):
-            if not ok:  # unreachable parameters: always the "no gradient" look
-                self.fill_colors[i] = QColor(*self._scale.color(None))
-        for i in self.failed:  # the call that raised: red, whatever the scale
-            self.fill_colors[i] = self.header_colors[i] = self.theme.color("broken")
-            self.text_colors[i] = self.secondary_colors[i] = QColor("#ffffff")
+        colors = NodeColors(rgb.tolist(), self.reachable, self.failed, QColor(*self._scale.color(None)),
+                            self.theme.color("broken"))
+        self.fill_colors, self.text_colors = colors.fills, colors.texts
+        self.secondary_colors, self.header_colors = colors.seconds, colors.headers
 
     def color_scale(self) -> LogColorScale:
         return self._scale
