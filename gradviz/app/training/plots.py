@@ -84,7 +84,7 @@ class TrainingPlots(QWidget):
         self.norm_plot.describe = self._describe(
             lambda i: f"pre {_fmt(self._col('grad_norm')[i])}  post {_fmt(self._col('grad_norm_clipped')[i])}")
         self.lr_plot.describe = self._describe(lambda i: f"lr {_fmt(self._col('lr')[i])}")
-        self.param_plot.describe = self._describe(lambda i: self._matrix_text("param_norms", i))
+        self.param_plot.describe = self._describe(lambda i: self._matrix_text("param_norms", i, "param_norms_clipped"))
         self.ratio_plot.describe = self._describe(lambda i: self._matrix_text("update_ratios", i))
 
         self.list = QListWidget()
@@ -372,13 +372,18 @@ class TrainingPlots(QWidget):
             return f"step {int(steps[i])}\n{text_at(i)}", float(steps[i])
         return describe
 
-    def _matrix_text(self, key: str, i: int) -> str:
-        m = self._col(key)
+    def _matrix_text(self, key: str, i: int, after: str | None = None) -> str:
+        """Values of the shown parameters at row ``i``; ``after``: "pre → post" where it is smaller."""
+        m, post = self._col(key), self._col(after) if after else None
         shown = [n for n in self.names if n in self.visible or n == self.highlighted]
         if self.highlighted in shown:
             shown.remove(self.highlighted)
             shown.insert(0, self.highlighted)
-        lines = [f"{n}: {_fmt(float(m[i, self.names.index(n)]))}" for n in shown[:6]]
+        lines = []
+        for j in [self.names.index(n) for n in shown[:6]]:
+            shrunk = post is not None and post[i, j] < m[i, j] * (1 - 1e-6)
+            tail = f" → {_fmt(float(post[i, j]))}" if shrunk else ""
+            lines.append(f"{self.names[j]}: {_fmt(float(m[i, j]))}{tail}")
         if len(shown) > 6:
             lines.append(f"… {len(shown) - 6} more")
         return "\n".join(lines)
