@@ -66,6 +66,23 @@ def test_adaptive_clip_equals_the_reference(granularity, factor):
     assert any(changed) == (factor < 1e6)             # a huge lambda leaves every gradient alone
 
 
+def test_unitwise_clip_of_a_convolution_is_per_output_channel():
+    """NFNets' unit-wise ratio on a conv weight (O, I, kH, kW): one norm per output channel."""
+    def conv(seed):
+        torch.manual_seed(seed)
+        m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh(), nn.Conv2d(4, 2, 1))
+        m(torch.randn(2, 3, 6, 6)).pow(2).sum().mul(50).backward()
+        return m
+    ours, ref = conv(1), conv(1)
+    adaptive_clip_(list(ours.parameters()), 0.02, 1e-3, "unit")
+    reference_agc(ref, 0.02, 1e-3, True)
+    for p, q in zip(ours.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-8)
+    w, g = ours[0].weight, ours[0].weight.grad
+    ratios = g.flatten(1).norm(dim=1) / w.flatten(1).norm(dim=1).clamp(min=1e-3)
+    assert (ratios <= 0.02 * (1 + 1e-5)).all()
+
+
 def test_adaptive_clip_keeps_none_and_refuses_bad_settings():
     m = _model_with_grads()
     m[0].weight.grad = None
