@@ -12,7 +12,7 @@ import torch
 from gradviz.core.attribution import attribute
 from gradviz.core.script import load_script
 
-transformers = pytest.importorskip("transformers")
+import transformers  # a test extra (pyproject.toml): required, never skipped
 
 BERT = """
 import torch

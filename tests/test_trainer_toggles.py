@@ -340,7 +340,6 @@ def optimizer(params):
 def test_toggles_on_a_transformers_model(tmp_path):
     """A library's model computing its loss inside forward (BertForSequenceClassification's
     CrossEntropyLoss): the smoothed loss and the clipped gradients equal the reference."""
-    pytest.importorskip("transformers")
     path = tmp_path / "bert_cls.py"
     path.write_text(HF_SCRIPT)
     script = load_script(path)
