@@ -35,6 +35,23 @@ class Tagger(nn.Module):
         return self.head(self.emb(ids))
 
 
+class Pair(nn.Module):
+    """Two positional inputs: features and token ids."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(11, 6)
+        self.lin = nn.Linear(6, 4)
+
+    def forward(self, x, ids):
+        return self.lin(x + self.emb(ids))
+
+
+def pair():
+    torch.manual_seed(0)
+    return Pair()
+
+
 def mlp():
     torch.manual_seed(0)
     return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 3))
@@ -104,9 +121,10 @@ def test_export_a_callable_with_an_invented_input_and_loss(project):
 
 def test_token_ids_stay_inside_the_smallest_embedding(project):
     path, note = model_source("userpkg.models:tagger", ["3,11:long"], "mean")
-    assert "ids in [0, smallest nn.Embedding)" in note and "loss mean(output)" in note
+    assert "ids in [0, the smallest nn.Embedding's size, else 2)" in note and "loss mean(output)" in note
     script = gradviz.load_script(path)
     model = script.new_model()
+    assert script.note == note.replace("the smallest nn.Embedding's size, else 2)", "37) (the smallest nn.Embedding)")
     (ids,), _ = script.get_batch(0)
     assert ids.dtype == torch.int64 and ids.shape == (3, 11) and 0 <= ids.min() and ids.max() < 37
     assert torch.equal(script.get_batch(0)[0][0], ids) and not torch.equal(script.get_batch(1)[0][0], ids)
@@ -114,6 +132,31 @@ def test_token_ids_stay_inside_the_smallest_embedding(project):
     model.zero_grad()
     model(ids).float().mean().backward()
     assert graph.nodes["param:emb.weight"]["grad_norm"] == pytest.approx(model.emb.weight.grad.norm().item(), rel=1e-5)
+
+
+def test_token_id_range_is_stated_once_the_model_is_built(project):
+    status, _, err = run_cli("export", "userpkg.models:tagger", "--input", "3,11:long", "-o", "t.json")
+    assert status == 0, err
+    assert "gradviz: userpkg.models:tagger: input 0: token ids in [0, 37) (nn.Embedding emb)" in err
+    status, _, err = run_cli("export", "userpkg.models:tagger", "--input", "3,11:long:5", "-o", "t.json")
+    assert status == 0 and "ids in [0, 5)" in err and "token ids in [0, 37)" not in err     # HIGH given: no guess
+
+
+def test_one_input_per_positional_argument(project):
+    status, _, err = run_cli("export", "userpkg.models:pair", "--input", "2,3,6", "--input", "2,3:long", "-o", "p.json")
+    assert status == 0, err
+    assert "invented input 0 float32 2×3×6 ~N(0,1), input 1 int64 2×3 ids in [0, the smallest" in err
+    assert "input 1: token ids in [0, 11) (nn.Embedding emb)" in err
+    nodes = {n["id"]: n for n in json.loads((project / "p.json").read_text())["nodes"]}
+    from userpkg.models import pair
+    model = pair()
+    g = torch.Generator().manual_seed(0)                 # the inputs are drawn in order from one generator
+    x = torch.randn((2, 3, 6), generator=g)
+    ids = torch.randint(0, 11, (2, 3), generator=g)
+    model(x, ids).sum().backward()
+    assert nodes["param:emb.weight"]["grad_norm"] == pytest.approx(model.emb.weight.grad.norm().item(), rel=1e-5)
+    status, _, err = run_cli("export", "userpkg.models:pair", "--input", "2,3,6", "-o", "p.json")
+    assert status == 2 and "missing 1 required positional argument: 'ids'" in err and "--input" in err
 
 
 def test_check_train_and_gradcheck_take_the_same_options(project):
@@ -186,6 +229,42 @@ def test_a_pt2_program_opens_with_its_stored_example_inputs(project):
     assert status == 2 and "Guard failed" in out and "the shapes it was exported with" in out
 
 
+def test_a_pt2_without_stored_inputs_takes_input(project):
+    model, _, x = exported(project)
+    program = torch.export.export(model, (x,))
+    program._example_inputs = None          # saved by a torch that stored none, or dropped on purpose
+    torch.export.save(program, project / "bare.pt2")
+    status, _, err = run_cli("export", "bare.pt2", "-o", "b.json")
+    assert status == 2 and "needs inputs: give --input SHAPE[:DTYPE] once per positional input" in err
+    status, _, err = run_cli("export", "bare.pt2", "--input", "3,4", "-o", "b.json")
+    assert status == 0 and "invented input 0 float32 3×4 ~N(0,1)" in err, err
+    nodes = {n["id"]: n for n in json.loads((project / "b.json").read_text())["nodes"]}
+    model.zero_grad()
+    model(torch.randn((3, 4), generator=torch.Generator().manual_seed(0))).sum().backward()
+    assert nodes["param:2.weight"]["grad_norm"] == pytest.approx(model[2].weight.grad.norm().item(), rel=1e-5)
+
+
+class Boobytrap:
+    """A pickle that runs code when unpickled (what torch.load without weights_only would do)."""
+
+    def __init__(self, flag: Path):
+        self.flag = str(flag)
+
+    def __reduce__(self):
+        return (Path.touch, (Path(self.flag),))
+
+
+@pytest.mark.parametrize("name", ["trap.pt", "trap.bin", "trap.ckpt"])
+def test_weights_never_unpickle_arbitrary_objects(project, name):
+    flag = project / "unpickled"
+    torch.save({"state_dict": {"0.weight": torch.zeros(16, 6)}, "trap": Boobytrap(flag)}, project / name)
+    status, _, err = run_cli("export", "userpkg.models:mlp", "--input", "2,6", "--weights", name, "-o", "g.json")
+    assert status == 2 and "gradviz never unpickles arbitrary objects" in err, err
+    status, _, err = run_cli("export", name, "-o", "g.json")           # opened as the model: the same refusal
+    assert status == 2 and "gradviz never unpickles arbitrary objects" in err
+    assert not flag.exists()
+
+
 def test_weights_files_are_refused_as_models_and_loaded_with_weights(project):
     torch.manual_seed(2)
     trained = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
@@ -194,7 +273,7 @@ def test_weights_files_are_refused_as_models_and_loaded_with_weights(project):
     torch.save(trained, project / "whole.pt")
     from safetensors.torch import save_file
     save_file(trained.state_dict(), str(project / "w.safetensors"))
-    for name in ("sd.pt", "w.safetensors"):
+    for name in ("sd.pt", "ckpt.pth", "w.safetensors"):
         status, _, err = run_cli("export", name, "-o", "g.json")
         assert status == 2 and "holds weights (4 tensors), not a model" in err and "--weights" in err
     status, _, err = run_cli("export", "whole.pt", "-o", "g.json")

@@ -35,6 +35,10 @@ def test_open_model_traces_the_callable_and_says_what_was_invented(qtbot, window
         assert open_model(window, "userpkg.models:mlp", ["4,6"], "ce:3")
     graph = window.document.graph
     assert window.statusBar().currentMessage().startswith("userpkg.models:mlp: invented input 0 float32 4×6")
+    # and it stays said: the Inspector's overview (nothing selected) lists what was invented
+    assert window.inspector.identity.values["invented"] == (
+        "userpkg.models:mlp: invented input 0 float32 4×6 ~N(0,1) (seeded by the step); loss cross-entropy vs "
+        "random classes in [0, 3)")
     # torch is the oracle
     from userpkg.models import mlp
     model = mlp()
@@ -59,3 +63,14 @@ def test_a_pt2_opens_and_a_weights_file_is_explained(qtbot, window, tmp_path, mo
     assert window.errors.title.text() == "Weights, not a model"
     assert "weights.pth holds weights, not a model" in window.errors.message.text()
     assert "--weights weights.pth" in window.errors.message.text()
+
+
+def test_token_ids_get_their_range_in_the_window(qtbot, window, project):
+    """Integer inputs: the range found in the built model (nn.Embedding(37, 8)) is stated in the window."""
+    install(window)
+    with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
+        assert open_model(window, "userpkg.models:tagger", ["3,11:long"], "mean")
+    assert "ids in [0, smallest" not in window.document.graph.graph["invented"]
+    assert window.inspector.identity.values["invented"] == (
+        "userpkg.models:tagger: invented input 0 int64 3×11 ids in [0, 37) (the smallest nn.Embedding) (seeded by "
+        "the step); loss mean(output)")

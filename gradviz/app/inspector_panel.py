@@ -212,6 +212,8 @@ class InspectorPanel(QScrollArea):
         idf = self.identity
         idf.setTitle("Run")
         idf.add("script", script.rsplit("/", 1)[-1], key="script")
+        if graph.graph.get("invented"):   # a model without a script: its inputs and loss were made up
+            idf.add("invented", graph.graph["invented"], key="invented")
         idf.add("device", graph.graph.get("device") or "—", key="device")
         idf.add("loss", num(graph.graph.get("loss") if loss is None else loss), key="loss")
         idf.add("graph", f"{count(graph.number_of_nodes())} nodes · {count(graph.number_of_edges())} edges")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,6 +131,9 @@ class Invented:
     loss: LossSpec = field(default_factory=LossSpec)
     weights: str | None = None                # a state_dict file loaded into the built model
     vocab: int | None = field(default=None, init=False)    # smallest nn.Embedding of the last model built
+    vocab_module: str | None = field(default=None, init=False)
+    built: bool = field(default=False, init=False)          # a model was built: vocab is known
+    _vocab_told: bool = field(default=False, init=False, repr=False)
     stored: tuple | None = field(default=None, init=False)  # a program's own example inputs
 
     @property
@@ -156,9 +160,21 @@ class Invented:
             from gradviz.core.checkpoints import load_weights
 
             load_weights(model, self.weights)
-        sizes = [m.num_embeddings for m in model.modules() if isinstance(m, nn.Embedding)]
-        self.vocab = min(sizes) if sizes else None
+        self._find_vocab(model)
         return model
+
+    def _find_vocab(self, model: nn.Module) -> None:
+        """The range of invented token ids: the smallest ``nn.Embedding`` (every id valid), stated once on
+        stderr (the note printed before the model existed could only say where it would come from)."""
+        sizes = sorted((m.num_embeddings, name) for name, m in model.named_modules() if isinstance(m, nn.Embedding))
+        self.vocab, self.vocab_module = sizes[0] if sizes else (None, None)
+        self.built = True
+        guessed = [k for k, spec in enumerate(self.inputs) if spec.integer and spec.high is None]
+        if guessed and not self._vocab_told:
+            self._vocab_told = True
+            where = f"nn.Embedding {self.vocab_module or '(the model)'}" if self.vocab else "no nn.Embedding found"
+            print(f"gradviz: {self.source}: " + ", ".join(f"input {k}" for k in guessed)
+                  + f": token ids in [0, {self.vocab or 2}) ({where})", file=sys.stderr)
 
     def batch(self, step: int) -> tuple[tuple[torch.Tensor, ...], Any]:
         if not self.inputs:
@@ -238,11 +254,19 @@ def describe_inputs(made: Invented) -> str:
         if spec.dtype == torch.bool:
             how = "random"
         elif spec.integer:
-            how = f"ids in [0, {spec.high})" if spec.high else "ids in [0, smallest nn.Embedding)"
+            how = f"ids in [0, {spec.high})" if spec.high else _id_range(made)
         else:
             how = "~N(0,1)"
         parts.append(f"input {k} {dtype} {dims} {how}")
     return "invented " + ", ".join(parts) + " (seeded by the step)"
+
+
+def _id_range(made: Invented) -> str:
+    if made.vocab:
+        return f"ids in [0, {made.vocab}) (the smallest nn.Embedding)"
+    if made.built:
+        return "ids in [0, 2) (no nn.Embedding in the model)"
+    return "ids in [0, the smallest nn.Embedding's size, else 2)"
 
 
 def describe_loss(loss: LossSpec) -> str:

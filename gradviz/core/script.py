@@ -118,6 +118,14 @@ class ModelScript:
     def attr(self, name: str) -> Any:
         return getattr(self.module, name, None)
 
+    @property
+    def note(self) -> str | None:
+        """What gradviz invented for a model without a script (the generated script's ``GRADVIZ_NOTE``,
+        a string or a function: read after the model is built, it states the token-id range found)."""
+        note = getattr(self.module, "GRADVIZ_NOTE", None)
+        note = note() if callable(note) else note
+        return note if isinstance(note, str) and note else None
+
     def new_model(self, *, allow_meta: bool = False) -> nn.Module:
         """A fresh model: calls ``model()`` or deep-copies a module instance.
 
