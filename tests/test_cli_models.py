@@ -106,6 +106,10 @@ def test_export_a_callable_with_an_invented_input_and_loss(project):
     assert "loss cross-entropy vs random classes in [0, last dim)" in err
     assert out.startswith(f"wrote {project / 'g.json'} ")
     graph = json.loads((project / "g.json").read_text())
+    assert graph["graph"]["model_source"] == "userpkg.models:mlp" and graph["graph"]["invented"] in err
+    status, _, err = run_cli("export", "userpkg.models:mlp", "--input", "4,6", "-o", "g.svg")
+    svg = (project / "g.svg").read_text()
+    assert status == 0 and ">userpkg.models:mlp<" in svg and "userpkg_models" not in svg   # titled as it was named
     norms = {n["id"]: n.get("grad_norm") for n in graph["nodes"]}
     # torch is the oracle: the same model, inputs and loss, by hand
     from userpkg.models import mlp
@@ -291,8 +295,10 @@ def test_weights_files_are_refused_as_models_and_loaded_with_weights(project):
     for weights in ("sd.pt", "ckpt.pth", "w.safetensors"):
         status, _, err = run_cli("export", "net.py", "--weights", weights, "-o", "g.json")
         assert status == 0 and f"net.py with the weights of {project / weights}" in err, err
-        nodes = {n["id"]: n for n in json.loads((project / "g.json").read_text())["nodes"]}
+        graph = json.loads((project / "g.json").read_text())
+        nodes = {n["id"]: n for n in graph["nodes"]}
         assert nodes["param:2.weight"]["grad_norm"] == pytest.approx(trained[2].weight.grad.norm().item(), rel=1e-5)
+        assert graph["graph"]["model_source"] == "net.py" and str(project / weights) in graph["graph"]["invented"]
 
 
 def test_a_program_given_as_weights_is_named(project):

@@ -36,8 +36,9 @@ def test_open_model_traces_the_callable_and_says_what_was_invented(qtbot, window
     graph = window.document.graph
     assert window.statusBar().currentMessage().startswith("userpkg.models:mlp: invented input 0 float32 4×6")
     # and it stays said: the Inspector's overview (nothing selected) lists what was invented
+    assert window.inspector.identity.values["model"] == "userpkg.models:mlp"
     assert window.inspector.identity.values["invented"] == (
-        "userpkg.models:mlp: invented input 0 float32 4×6 ~N(0,1) (seeded by the step); loss cross-entropy vs "
+        "invented input 0 float32 4×6 ~N(0,1) (seeded by the step); loss cross-entropy vs "
         "random classes in [0, 3)")
     # torch is the oracle
     from userpkg.models import mlp
@@ -70,7 +71,8 @@ def test_token_ids_get_their_range_in_the_window(qtbot, window, project):
     install(window)
     with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
         assert open_model(window, "userpkg.models:tagger", ["3,11:long"], "mean")
-    assert "ids in [0, smallest" not in window.document.graph.graph["invented"]
+    assert "ids in [0, the smallest" not in window.document.graph.graph["invented"]
+    assert window.statusBar().currentMessage() == window.document.graph.graph["invented"]   # said again, complete
     assert window.inspector.identity.values["invented"] == (
-        "userpkg.models:tagger: invented input 0 int64 3×11 ids in [0, 37) (the smallest nn.Embedding) (seeded by "
+        "invented input 0 int64 3×11 ids in [0, 37) (the smallest nn.Embedding) (seeded by "
         "the step); loss mean(output)")

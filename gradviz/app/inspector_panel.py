@@ -211,9 +211,12 @@ class InspectorPanel(QScrollArea):
         self.subtitle.setText("Nothing selected: click a node, or search with Ctrl+F.")
         idf = self.identity
         idf.setTitle("Run")
-        idf.add("script", script.rsplit("/", 1)[-1], key="script")
-        if graph.graph.get("invented"):   # a model without a script: its inputs and loss were made up
-            idf.add("invented", graph.graph["invented"], key="invented")
+        invented, source = graph.graph.get("invented"), graph.graph.get("model_source")
+        if invented and source:   # a model without a script: what the user named, and what gradviz made up
+            idf.add("model", source, key="model")
+            idf.add("invented", invented.removeprefix(f"{source}: "), key="invented")
+        else:
+            idf.add("script", script.rsplit("/", 1)[-1], key="script")
         idf.add("device", graph.graph.get("device") or "—", key="device")
         idf.add("loss", num(graph.graph.get("loss") if loss is None else loss), key="loss")
         idf.add("graph", f"{count(graph.number_of_nodes())} nodes · {count(graph.number_of_edges())} edges")

@@ -150,4 +150,12 @@ def install(host: OpenModelHost) -> QAction:
     host.add_action("File", action)
     host.add_opener(PROGRAM_SUFFIXES, lambda path: open_model(host, str(path)))
     host.add_opener(WEIGHT_SUFFIXES, lambda path: refuse_weights(host, path))
+    host.graphChanged.connect(lambda graph: say_what_was_invented(host, graph))
     return action
+
+
+def say_what_was_invented(host: OpenModelHost, graph) -> None:
+    """Once the model is built the note is complete (the token-id range found in it): say it again."""
+    invented, source = graph.graph.get("invented"), graph.graph.get("model_source")
+    if invented:
+        host.show_message(invented if invented.startswith(f"{source}:") else f"{source}: {invented}", NOTE_MS)

@@ -38,6 +38,7 @@ from gradviz.core.factory import Invented, InputSpec, LossSpec  # noqa: F401 - u
 sys.path[:0] = [p for p in {search!r} if p not in sys.path]
 
 recipe = {recipe}
+GRADVIZ_SOURCE = recipe.source     # what the user named: the window and the graph call the model this
 
 
 def GRADVIZ_NOTE():  # noqa: N802 - what gradviz invented; once the model is built, with the token-id range
@@ -71,7 +72,8 @@ _script = load_script({script!r})
 globals().update({{name: getattr(_script.module, name) for name in ("batch", "loss_fn", "optimizer",
                                                                    "compute_loss", "metrics")
                    if hasattr(_script.module, name)}})
-GRADVIZ_NOTE = "weights loaded from {weights}"
+GRADVIZ_SOURCE = {script_name!r}
+GRADVIZ_NOTE = "nothing (the script's own batch and loss_fn); weights loaded from {weights}"
 
 
 def model():
@@ -117,7 +119,7 @@ def model_source(text: str, inputs: list[str] | None = None, loss: str | None = 
         if not weights:
             return text, None
         script = str(path.resolve())
-        wrapper = WRAPPER.format(script=script, weights=weights)
+        wrapper = WRAPPER.format(script=script, weights=weights, script_name=path.name)
         return str(_write(f"{path.stem}_weights", wrapper)), f"{path.name} with the weights of {weights}"
     try:
         specs = [parse_input(i) for i in inputs or []]

@@ -126,6 +126,12 @@ class ModelScript:
         note = note() if callable(note) else note
         return note if isinstance(note, str) and note else None
 
+    @property
+    def source(self) -> str | None:
+        """What the user named for a model without a script (``mypkg.models:build``, a ``.pt2``), else None."""
+        source = getattr(self.module, "GRADVIZ_SOURCE", None)
+        return source if isinstance(source, str) and source else None
+
     def new_model(self, *, allow_meta: bool = False) -> nn.Module:
         """A fresh model: calls ``model()`` or deep-copies a module instance.
 

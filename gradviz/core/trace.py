@@ -188,7 +188,7 @@ def _trace_script(script: ModelScript, options: TraceOptions, model: nn.Module |
         graph.graph["details"] = options.details
     graph.graph.update(script=str(script.path), step=options.step, device=str(p.device), meta=options.meta)
     if script.note:   # a model without a script: what gradviz invented (its inputs, its loss)
-        graph.graph["invented"] = script.note
+        graph.graph.update(invented=script.note, model_source=script.source)
     if not options.meta:
         _add_cut_branches(graph, script, options)
     _finish_modules(graph, model)

@@ -340,7 +340,8 @@ class GraphScene(QGraphicsScene):
         """What the scene shows besides the graph, for an export's header and legend."""
         g = self.graph if self.graph is not None else nx.DiGraph()
         boxes = [g.nodes[k] for k, kind in zip(self.keys, self.kinds) if kind == "group"]
-        return ShownState(g.graph.get("script"), ShownValues(**vars(self.values)), len(self.ids),
+        title = g.graph.get("model_source") or g.graph.get("script")   # a model without a script: what was named
+        return ShownState(title, ShownValues(**vars(self.values)), len(self.ids),
                           [a.get("module", "") for a in boxes if not a.get("fold")], len(self.frames),
                           self.marks().counts(), (self._scale.lo, self._scale.hi), self._fixed_range, region,
                           [str(a.get("label")) for a in boxes if a.get("fold")])
