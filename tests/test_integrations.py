@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -110,6 +111,7 @@ def test_lightning_trainer(tmp_path):
         np.testing.assert_allclose(cols["grad_norms"], np.stack(module.norms), rtol=1e-5)   # before clipping
         assert (cols["grad_norm"] > 0.01).all()
         assert len(run.node_steps()) == 4
+        assert np.isfinite(cols["update_ratio"]).all() and (cols["update_ratio"] > 0).all()   # the optimizer seen
     assert runs_show(tmp_path / "pl.gvrun")["ranks"][0]["steps"] == 4
 
 
@@ -190,4 +192,60 @@ def test_lightning_ddp_writes_one_file_per_rank(tmp_path):
         np.testing.assert_allclose(a["grad_norms"], b["grad_norms"], rtol=1e-5)   # after DDP's all-reduce
         assert not np.allclose(a["loss"], b["loss"])                               # each rank its own batches
     info = runs_show(tmp_path / "ddp.gvrun")
+    assert [r["rank"] for r in info["ranks"]] == [0, 1] and all(r["world_size"] == 2 for r in info["ranks"])
+
+
+HF_DDP_SCRIPT = '''
+import json
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from gradviz.integrations.huggingface import GradvizCallback
+
+
+class TokenData(torch.utils.data.Dataset):
+    def __len__(self):
+        return 32
+
+    def __getitem__(self, i):
+        ids = torch.randint(0, 100, (16,), generator=torch.Generator().manual_seed(i))
+        return {"input_ids": ids, "labels": ids}
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=100, n_positions=16))
+    args = TrainingArguments(output_dir="out", per_device_train_batch_size=2, max_steps=3, logging_steps=1,
+                             report_to=[], save_strategy="no", use_cpu=True, ddp_backend="gloo", disable_tqdm=True,
+                             max_grad_norm=0.0)
+    trainer = Trainer(model=model, args=args, train_dataset=TokenData(),
+                      callbacks=[GradvizCallback("hf.gvrun", every=1)])
+    trainer.train()
+    if trainer.is_world_process_zero():
+        with open("logged.json", "w") as f:
+            json.dump([h for h in trainer.state.log_history if "loss" in h], f)
+'''
+
+
+def test_huggingface_trainer_under_ddp_writes_one_file_per_rank(tmp_path):
+    """torchrun, 2 CPU processes (gloo): each rank its own file; the norms are the all-reduced ones the Trainer
+    logs, the losses each rank's own (their mean is the loss the Trainer logs)."""
+    (tmp_path / "train_hf.py").write_text(HF_DDP_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GRADVIZ_NATIVE": "0", "OMP_NUM_THREADS": "1"}
+    with socket.socket() as free:       # a port nobody listens on (torchrun's port 0 is not "any port")
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                           "--master_addr", "127.0.0.1", "--master_port", str(port), "train_hf.py"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    logged = json.loads((tmp_path / "logged.json").read_text())
+    with open_run(tmp_path / "hf.rank0.gvrun") as r0, open_run(tmp_path / "hf.rank1.gvrun") as r1:
+        a, b = r0.steps(), r1.steps()
+        assert list(a["step"]) == list(b["step"]) == [0, 1, 2]
+        np.testing.assert_allclose(a["grad_norms"], b["grad_norms"], rtol=1e-5)       # after DDP's all-reduce
+        np.testing.assert_allclose(a["grad_norm"], [h["grad_norm"] for h in logged], rtol=1e-4)
+        assert not np.allclose(a["loss"], b["loss"])                                   # each rank its own batches
+        np.testing.assert_allclose((a["loss"] + b["loss"]) / 2, [h["loss"] for h in logged], rtol=1e-3)
+        assert np.isfinite(a["update_ratio"]).all() and r0.node_steps() == r1.node_steps() == [0, 1, 2]
+    info = runs_show(tmp_path / "hf.gvrun")
     assert [r["rank"] for r in info["ranks"]] == [0, 1] and all(r["world_size"] == 2 for r in info["ranks"])
