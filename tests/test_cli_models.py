@@ -204,11 +204,18 @@ def test_input_and_loss_are_refused_for_a_script(project):
     assert status == 2 and "--input and --loss are for a model without a script" in err
 
 
+def export_program(model: nn.Module, args: tuple):
+    """``torch.export.export``, non-strict (no dynamo): on torch 2.6 strict export traces through the import
+    hook PySide6 installs (pytest-qt loads it here) and stops at its ``sys._getframe``; 2.15's default is non-strict.
+    The program saved is the same kind of file either way."""
+    return torch.export.export(model, args, strict=False)
+
+
 def exported(folder: Path, with_inputs: bool = True) -> tuple[nn.Module, Path, torch.Tensor]:
     torch.manual_seed(1)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
     x = torch.randn(3, 4)
-    program = torch.export.export(model, (x,))
+    program = export_program(model, (x,))
     path = folder / "prog.pt2"
     torch.export.save(program, path)
     return model, path, x
@@ -230,12 +237,13 @@ def test_a_pt2_program_opens_with_its_stored_example_inputs(project):
     assert status == 2 and "input 0 float64 3×4" in err                     # overrides the stored ones, and a
     assert "dtype" in out and "Traceback" not in err                           # float64 input meets float32 weights
     status, out, err = run_cli("check", path, "--input", "5,4", "--json", "--no-gradcheck")
-    assert status == 2 and "Guard failed" in out and "the shapes it was exported with" in out
+    assert status == 2 and "the shapes it was exported with" in out
+    assert "Guard failed" in out or "to be equal to 3, but got 5" in out     # torch 2.13+ / torch 2.6 wording
 
 
 def test_a_pt2_without_stored_inputs_takes_input(project):
     model, _, x = exported(project)
-    program = torch.export.export(model, (x,))
+    program = export_program(model, (x,))
     program._example_inputs = None          # saved by a torch that stored none, or dropped on purpose
     torch.export.save(program, project / "bare.pt2")
     status, _, err = run_cli("export", "bare.pt2", "-o", "b.json")

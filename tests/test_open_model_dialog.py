@@ -9,7 +9,7 @@ from torch import nn
 import gradviz.app  # noqa: F401  (PySide6 workaround first)
 from gradviz.app.open_model import OpenModelDialog, install, open_model
 from test_app_support import WAIT_MS
-from test_cli_models import project  # noqa: F401 - the fixture: a user's package (userpkg) in the current folder
+from test_cli_models import export_program, project  # noqa: F401 - project: the fixture (a user's package)
 
 def test_the_dialog_says_what_it_will_invent_and_opens_only_what_can_work(qtbot):
     dialog = OpenModelDialog()
@@ -54,7 +54,7 @@ def test_a_pt2_opens_and_a_weights_file_is_explained(qtbot, window, tmp_path, mo
     monkeypatch.setenv("GRADVIZ_CACHE", str(tmp_path / "cache"))
     install(window)
     model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2))
-    torch.export.save(torch.export.export(model, (torch.randn(3, 4),)), tmp_path / "prog.pt2")
+    torch.export.save(export_program(model, (torch.randn(3, 4),)), tmp_path / "prog.pt2")
     with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
         window.open_script(tmp_path / "prog.pt2")         # what File ▸ Open and drag-and-drop call
     assert "param:2.weight" in window.document.graph
