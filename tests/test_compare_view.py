@@ -6,7 +6,7 @@ import math
 import pytest
 
 from gradviz.core.record.compare import compare
-from gradviz.core.record.compare_view import RATIO_CMAP, compare_views, group_norm, ratio_value
+from gradviz.core.record.compare_view import LIMITS, RATIO_CMAP, compare_views, group_norm, ratio_value, ratio_view
 from gradviz.core.record.reader import open_run
 from test_compare import record
 
@@ -42,7 +42,7 @@ def test_ratio_view_across_a_fix(runs):
         assert attrs["grad_norm"] == views.limit          # appeared: the red end
     head = g.nodes["param:head.weight"]
     assert head["grad_norm"] == pytest.approx(head["norm_b"] / head["norm_a"])
-    assert 10 <= views.limit <= 1e4 and g.graph["loss"] is None
+    assert views.limit in LIMITS and g.graph["loss"] is None
 
 
 def test_ratio_values_and_map():
@@ -64,3 +64,39 @@ def test_group_norm():
     g.add_node("q", kind="op", grad_norm=None)
     assert group_norm(g, ["p1", "p2", "o"]) == 5.0
     assert group_norm(g, ["o", "q"]) == 100.0 and group_norm(g, ["q"]) is None
+
+
+def test_ratio_text_never_rounds_a_change_away():
+    from gradviz.app.compare.ratio_legend import ratio_text
+
+    assert ratio_text(1.54) == "×1.54" and ratio_text(0.9993) == "×0.999" and ratio_text(0.08) == "÷12.5"
+    assert ratio_text(0.5) == "×0.5" and ratio_text(100.0) == "×100" and ratio_text(0.01) == "÷100"
+
+
+def _line_view(norms):
+    import networkx as nx
+
+    g = nx.DiGraph()
+    for k, v in enumerate(norms):
+        g.add_node(f"op:{k}", kind="op", grad_norm=v)
+    return g
+
+
+@pytest.mark.parametrize("ratios, limit", [
+    ([1.5, 0.8, 1.2, 1.0], 2.0),          # two steps of a run: x1.5 must not be drawn white on a x10 scale
+    ([3.0, 0.25, 1.1, 1.0], 5.0),
+    ([40.0, 0.5, 1.0, 1.0], 100.0),
+    ([1e6, 1.0, 1.0, 1.0], 1e4),          # capped
+])
+def test_ratio_scale_is_the_first_that_holds_the_ratios(ratios, limit):
+    a = _line_view([1.0] * len(ratios))
+    b = _line_view(ratios)
+    _, got = ratio_view(a, b, "id")
+    assert got == limit
+
+
+def test_scale_ticks():
+    from gradviz.app.compare.ratio_legend import scale_ticks
+
+    assert scale_ticks(2.0) == [0.5, 1.0, 2.0]
+    assert scale_ticks(1e3) == [1e-3, 0.01, 0.1, 1.0, 10.0, 100.0, 1e3]

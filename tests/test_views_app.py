@@ -75,9 +75,16 @@ def test_a_late_attribution_never_lands_in_the_next_script(qtbot, window, attr):
 
 def test_attribution_panel_image_heatmap_and_token_bars(qtbot, window, attr, tmp_path):
     # an image input: the heatmap over the image, one tooltip per pixel naming its value
+    from PySide6.QtWidgets import QDockWidget
+
     cnn = SAMPLES / "cnn.py"
     open_and_wait(qtbot, window, cnn)
+    dock = next(d for d in window.findChildren(QDockWidget) if d.widget() is attr)
+    before = dock.height()
     result = _run(qtbot, attr, "grad-x-input")
+    # the dock grew to show the whole figure (it opened a quarter of the window high)
+    qtbot.waitUntil(lambda: attr.scroll.viewport().height() >= attr.figure.height(), timeout=WAIT_MS)
+    assert dock.height() > before and dock.height() <= window.height() // 2
     (img,) = result.inputs
     assert img.kind == "image" and img.attribution.shape[1:] == (1, 8, 8)
     attr.example.setValue(3)
@@ -229,8 +236,17 @@ def test_compare_two_steps_of_the_open_run(qtbot, window, tmp_path):
         panel = compare.install(window)["panel"]
         assert open_run_file(window, run_panel, path)
         assert panel.side_a.text().endswith("run.gvrun@first") and panel.side_b.text().endswith("run.gvrun@last")
+        from PySide6.QtWidgets import QDockWidget
+
+        dock = next(d for d in window.findChildren(QDockWidget) if d.widget().isAncestorOf(panel))
+        dock.show()
+        dock.raise_()
+        before = dock.height()
         with qtbot.waitSignal(panel.finished, timeout=WAIT_MS):
             panel.run()
+        # two drawings side by side: the dock grows (to 60 % of the window at most)
+        qtbot.waitUntil(lambda: dock.height() > before, timeout=WAIT_MS)
+        assert dock.height() <= int(window.height() * 0.6) + 1
         c = panel.result.comparison
         assert c.matched_by == "id" and (c.a.step, c.b.step) == (0, 11)
         with open_run(path) as r:
@@ -244,6 +260,8 @@ def test_compare_two_steps_of_the_open_run(qtbot, window, tmp_path):
         # the drawings show the sampled node norms nearest those steps (0 and 10), as their titles say
         assert (c.a.node_step, c.b.node_step) == (0, 10)
         assert panel.titles["b"].text().endswith("step 10 (node norms)")
+        assert "step 10 of B over step 0 of A" in panel.titles["ratio"].text()
+        assert "node norms sampled at steps 0 (A) and 10 (B)" in panel.status.text()
         ratio, views = panel.scenes["ratio"], panel.result.views
         with open_run(path) as r:
             _, nodes0 = r.node_norms(0)

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFormLayout, QHBoxLayout, Q
 
 from gradviz.app.attribution.figure import FigureWidget
 from gradviz.app.contract import PanelHost
+from gradviz.app.dock_action import grow_dock
 from gradviz.app.document import Document
 from gradviz.app.job_controls import JobControls
 from gradviz.app.jobs import Job, JobContext
@@ -85,7 +86,7 @@ class AttributionPanel(QWidget):
         self.status.setWordWrap(True)
         self.status.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.figure = FigureWidget()
-        scroll = QScrollArea()
+        self.scroll = scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(self.figure)
         self._layout(scroll)
@@ -178,7 +179,12 @@ class AttributionPanel(QWidget):
         doc.set_part(PART, result)
         self.show_result(result)
         self.controls.finished()
+        self._grow_dock()
         self.finished.emit(result)
+
+    def _grow_dock(self) -> None:
+        """Room for the figure: it, plus what the panel shows besides its scroll area."""
+        grow_dock(self, self.figure.height() + (self.height() - self.scroll.viewport().height()) + 30)
 
     # -- showing --------------------------------------------------------------------------
     def show_result(self, result) -> None:

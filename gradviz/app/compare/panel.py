@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHea
 from gradviz.app.compare.job import CompareResult, compare_job
 from gradviz.app.compare.ratio_legend import RatioLegend, ratio_text
 from gradviz.app.contract import PanelHost
+from gradviz.app.dock_action import grow_dock
 from gradviz.app.document import Document
 from gradviz.app.graph_view import GraphView
 from gradviz.app.jobs import Job
@@ -103,6 +104,8 @@ class ComparePanel(QWidget):
         w = QWidget()
         lay = QVBoxLayout(w)
         lay.setContentsMargins(0, 0, 0, 0)
+        self.titles["ratio"] = QLabel("B / A")
+        lay.addWidget(self.titles["ratio"])
         lay.addWidget(self.views["ratio"], 1)
         lay.addWidget(self.legend)
         return w
@@ -169,6 +172,8 @@ class ComparePanel(QWidget):
     def _done(self, doc: Document, result: CompareResult) -> None:
         doc.set_part(PART, result)
         self.show_result(result)
+        if result.views is not None:
+            grow_dock(self, self.window().height(), share=0.6)     # two graphs side by side want room
         self.finished.emit(result)
 
     # -- showing ------------------------------------------------------------------------------
@@ -216,6 +221,8 @@ class ComparePanel(QWidget):
         c = result.comparison
         self.titles["a"].setText(f"A: {c.a.path} · step {c.a.node_step} (node norms)")
         self.titles["b"].setText(f"B: {c.b.path} · step {c.b.node_step} (node norms)")
+        self.titles["ratio"].setText(f"B / A of each box's gradient norm: step {c.b.node_step} of B over step "
+                                     f"{c.a.node_step} of A (node norms)")
         ratio = self.scenes["ratio"]
         ratio.set_graph(views.ratio, lay["ratio"])
         ratio.set_color_scale(LogColorScale(1.0 / views.limit, views.limit, cmap=RATIO_CMAP))
@@ -251,8 +258,13 @@ def summary(c) -> str:
            "structure": "nodes matched by module, op and order (the graphs differ)",
            "none": "no node norms on a side: parameters only"}[c.matched_by]
     moved = sum(1 for ch in c.params if ch.change in ("vanished", "appeared", "nonfinite"))
-    return (f"A: step {c.a.step} (loss {number(c.a.loss)}), B: step {c.b.step} (loss {number(c.b.loss)}); "
+    text = (f"A: step {c.a.step} (loss {number(c.a.loss)}), B: step {c.b.step} (loss {number(c.b.loss)}); "
             f"{len(c.params)} parameters ({moved} appeared, vanished or non-finite), {len(c.nodes)} nodes; {how}.")
+    if c.matched_by != "none" and (c.a.node_step, c.b.node_step) != (c.a.step, c.b.step):
+        # node norms are recorded every N steps: say which ones the drawings and the node table show
+        text += (f" Graph nodes and drawings: the node norms sampled at steps {c.a.node_step} (A) and "
+                 f"{c.b.node_step} (B), the nearest at or before.")
+    return text
 
 
 def _empty():

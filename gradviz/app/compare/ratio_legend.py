@@ -16,9 +16,16 @@ CAPTION = "gradient norm B / A"
 
 
 def ratio_text(value: float) -> str:
-    if value >= 1:
+    """×1.54, ×0.999 (a small decrease stays a factor: "÷1" read as no change), ÷12.5."""
+    if value >= 0.5:
         return f"×{value:.3g}"
     return f"÷{1 / value:.3g}"
+
+
+def scale_ticks(limit: float) -> list[float]:
+    """The labelled ratios of a scale ÷limit .. ×limit: its ends, ×1, and the decades between."""
+    inner = [10.0 ** d for d in range(1, int(math.floor(math.log10(limit) + 1e-9)))] if limit > 10 else []
+    return sorted({1 / limit, 1.0, limit, *inner, *(1 / v for v in inner)})
 
 
 class RatioLegend(QWidget):
@@ -51,10 +58,9 @@ class RatioLegend(QWidget):
         p.drawRoundedRect(QRectF(x, 4, BAR_W, BAR_H), 2, 2)
         p.setFont(style.font(10, 400))
         p.setPen(muted)
-        decades = int(round(math.log10(self.limit)))
-        for d in range(-decades, decades + 1):
-            t = (d + decades) / (2 * decades) if decades else 0.5
-            label = ratio_text(10.0 ** d) if d else "×1"
+        for value in scale_ticks(self.limit):
+            t = 0.5 + math.log10(value) / (2 * math.log10(self.limit)) if self.limit > 1 else 0.5
+            label = ratio_text(value) if value != 1 else "×1"
             w = style.text_width(label, 10, 400)
             p.drawText(QPointF(x + t * BAR_W - w / 2, 4 + BAR_H + 13), label)
         sx = x + BAR_W + 20

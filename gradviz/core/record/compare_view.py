@@ -22,7 +22,8 @@ from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
 from gradviz.core.record.compare import Comparison, structure_keys
 
 RATIO_CMAP: np.ndarray = diverging_rgb(np.linspace(-1.0, 1.0, 256), 1.0)   # (256, 3) uint8, blue -> white -> red
-MIN_LIMIT, MAX_LIMIT = 10.0, 1e4        # the scale spans x1/L .. xL with L in this range
+LIMITS = (2.0, 5.0, 10.0, 100.0, 1e3, 1e4)   # the scale spans x1/L .. xL, L the first to hold 95 % of the ratios
+MIN_LIMIT, MAX_LIMIT = LIMITS[0], LIMITS[-1]
 
 
 @dataclass
@@ -92,8 +93,9 @@ def ratio_view(view_a: nx.DiGraph | None, view_b: nx.DiGraph, matched_by: str) -
         a, b = view_a.nodes[nid_a].get("grad_norm"), view_b.nodes[nid].get("grad_norm")
         if a and b and math.isfinite(a) and math.isfinite(b):
             ratios.append(abs(math.log10(b / a)))
-    limit = 10 ** math.ceil(np.percentile(ratios, 95)) if ratios else MIN_LIMIT
-    limit = min(max(limit, MIN_LIMIT), MAX_LIMIT)
+    # two steps of one run change by x1.5, a fix by x100: a scale of x10 left the former all white
+    spread = 10 ** float(np.percentile(ratios, 95)) if ratios else MIN_LIMIT
+    limit = next((lim for lim in LIMITS if lim >= spread * (1 - 1e-9)), MAX_LIMIT)
     for nid, attrs in g.nodes(data=True):
         nid_a = pairs.get(nid)
         a = view_a.nodes[nid_a].get("grad_norm") if nid_a is not None else None
