@@ -45,6 +45,8 @@ def test_training_plots_are_readable(qtbot, window):
     plots = panel.plots
     for plot in plots.plots:
         assert plot.minimumWidth() >= MIN_W and plot.minimumHeight() >= MIN_H
+        title = plot.getPlotItem().titleLabel.item                    # the whole title, not cut
+        assert title.boundingRect().width() <= MIN_W - AXIS_W, title.toPlainText()
         assert plot.getPlotItem().getAxis("left").width() == AXIS_W      # labels never spill over
     panel.start()
     qtbot.waitUntil(lambda: len(panel.history) >= 60, timeout=WAIT_MS)

@@ -76,3 +76,25 @@ def test_run_actions_are_enabled_only_when_they_can_act(qtbot, window):
     qtbot.waitUntil(lambda: panel.state == "stopped", timeout=WAIT_MS)
     assert not acts["pause"].isEnabled() and not acts["stop"].isEnabled() and acts["start"].isEnabled()
     panel.shutdown()
+
+
+def test_training_settings_fold_and_leave_the_module_tree_its_room(qtbot, full):
+    """The Training dock sits under the Modules tree: its settings are folded into one line that says
+    what they are, so the tree keeps most of the column; unfolded, every setting is there."""
+    win = full
+    open_and_wait(qtbot, win, SAMPLES / "cnn.py")
+    panel = win.training_panel
+    panel.actions["show"].trigger()
+    qtbot.wait(50)
+    training_dock = next(d for d in win.docks.docks if d.windowTitle() == "Training")
+    assert training_dock.isVisible() and not panel.settings.isVisible()
+    assert panel.settings_line.text() == "script's optimizer · lr default · constant"
+    qtbot.waitUntil(lambda: win.outline.tree.height() >= 0.4 * win.height(), timeout=5000)
+    panel.clip.setValue(1.0)
+    panel.agc.setValue(0.02)
+    assert panel.settings_line.text() == "script's optimizer · lr default · constant · clip 1 · adaptive clip 0.02"
+    assert panel.config().max_grad_norm == 1.0 and panel.config().adaptive_clip == 0.02
+    panel.settings_toggle.click()
+    assert panel.settings.isVisible() and not panel.settings_line.isVisible() and panel.clip.isVisible()
+    panel.settings_toggle.click()
+    assert not panel.settings.isVisible() and "clip 1" in panel.settings_line.text()

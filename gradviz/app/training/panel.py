@@ -4,11 +4,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGridLayout,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget)
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QToolButton, QVBoxLayout,
+                               QWidget)
 
 from gradviz.app.contract import TrainingHost
 from gradviz.app.explain import explain_nonfinite
@@ -105,7 +106,11 @@ class TrainingPanel(QWidget):
             sig.connect(self._settings_changed)
         self.lr.editingFinished.connect(self._settings_changed)
 
-        form = QFormLayout()
+        # the settings fold under one line that sums them up: open, the Training dock would take the
+        # Modules tree's column (seen: 5 rows of tree left in a 940 px window)
+        self.settings = QWidget()
+        form = QFormLayout(self.settings)
+        form.setContentsMargins(0, 0, 0, 0)
         form.addRow("Device", self.device)
         form.addRow("Optimizer", self.optimizer)
         form.addRow("Learning rate", self.lr)
@@ -129,12 +134,58 @@ class TrainingPanel(QWidget):
             live.addWidget(lab)
         live.addStretch(1)
 
+        self.settings_toggle = QToolButton()
+        self.settings_toggle.setCheckable(True)
+        self.settings_toggle.setAutoRaise(True)
+        self.settings_toggle.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
+        self.settings_toggle.toggled.connect(self.show_settings)
+        self.settings_toggle.setToolTip("Show or hide the training settings")
+        self.settings_toggle.setText("Settings")
+        self.settings_line = QLabel()          # folded: what the settings are, in one (wrapped) line
+        self.settings_line.setWordWrap(True)
+        self.settings_line.setStyleSheet("color: palette(placeholder-text);")
+        self.device.currentIndexChanged.connect(self._summarize)
+
         lay = QVBoxLayout(self)
         lay.addLayout(buttons)
-        lay.addLayout(form)
         lay.addLayout(live)
+        fold = QHBoxLayout()
+        fold.addWidget(self.settings_toggle)
+        fold.addWidget(self.settings_line, 1)
+        lay.addLayout(fold)
+        lay.addWidget(self.settings)
         lay.addStretch(1)
+        self.show_settings(False)
         self._set_state("stopped")
+
+    def show_settings(self, on: bool) -> None:
+        """Open or fold the settings form (folded: one line says what they are)."""
+        self.settings.setVisible(on)
+        # folded, the panel is no taller than its content: the Modules tree above it gets the rest
+        self.setMaximumHeight(16777215 if on else self.sizeHint().height())
+        self.settings_toggle.setArrowType(Qt.DownArrow if on else Qt.RightArrow)
+        if self.settings_toggle.isChecked() != on:
+            self.settings_toggle.setChecked(on)
+        self._summarize()
+
+    def settings_summary(self) -> str:
+        """The settings in one line: "script's optimizer · lr default · constant · clip 1"."""
+        opt = self.optimizer.currentText()
+        parts = [f"{opt} optimizer" if self.optimizer.currentData() is None else opt,
+                 f"lr {self.lr.text().strip() or 'default'}", self.schedule.currentText()]
+        for label, box in (("clip", self.clip), ("adaptive clip", self.agc), ("label smoothing", self.label_smoothing)):
+            if box.value():
+                parts.append(f"{label} {box.value():g}")
+        if self.accum.value() > 1:
+            parts.append(f"accumulate {self.accum.value()}")
+        if self.device.currentData() != "cpu":
+            parts.insert(0, self.device.currentText())
+        return " · ".join(parts)
+
+    def _summarize(self) -> None:
+        folded = not self.settings_toggle.isChecked()
+        self.settings_line.setText(self.settings_summary() if folded else "")
+        self.settings_line.setVisible(folded)
 
     # -- settings ---------------------------------------------------------
     def config(self) -> TrainConfig:
@@ -157,6 +208,7 @@ class TrainingPanel(QWidget):
             self.amp.setChecked(False)
 
     def _settings_changed(self, *_) -> None:
+        self._summarize()
         if self.worker is not None and self.worker.isRunning():
             self.worker.apply_config(self.config())
 

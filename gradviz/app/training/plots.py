@@ -64,7 +64,8 @@ class TrainingPlots(QWidget):
 
         self.loss_plot = Plot("loss")
         self.norm_plot = Plot("grad norm (pre/post clip)", log_y=True)
-        self.param_plot = Plot("grad norm per parameter (dashed: after clipping)", log_y=True)
+        self.param_plot = Plot("grad norm per parameter", log_y=True)    # titles fit a plot at its minimum width
+        self.param_plot.setToolTip("Gradient norm of each parameter; dashed: after clipping, where clipping shrank it")
         self.ratio_plot = Plot("update / weight ratio", log_y=True)
         self.lr_plot = Plot("learning rate")
         self.plots = [self.loss_plot, self.norm_plot, self.param_plot, self.ratio_plot, self.lr_plot]
@@ -97,7 +98,9 @@ class TrainingPlots(QWidget):
         side = QWidget()
         sl = QVBoxLayout(side)
         sl.setContentsMargins(0, 0, 0, 0)
-        sl.addWidget(QLabel("Parameters"))
+        key = QLabel("Parameters <span style='color:gray'>(dashed: after clipping)</span>")
+        key.setWordWrap(True)
+        sl.addWidget(key)
         sl.addWidget(self.list, 1)
         row = QHBoxLayout()
         row.addWidget(all_btn)
