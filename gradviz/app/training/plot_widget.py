@@ -3,10 +3,35 @@ value label, a fixed-width value axis (labels never overlap the plot next to it,
 other) and a readable minimum size."""
 from __future__ import annotations
 
+import math
+
+import numpy as np
 import pyqtgraph as pg
+from PySide6.QtGui import QColor, QIcon, QPixmap
+
+from gradviz.core.formatting import number
 
 MIN_W, MIN_H = 240, 150      # px: below this, the dock scrolls instead of squeezing the plot
 AXIS_W = 54                  # px for the value axis: room for "1.5e-05" without overlap
+
+
+def positive(values: np.ndarray) -> np.ndarray:
+    """For log axes: non-positive and non-finite values become NaN (gaps), never warnings."""
+    out = np.asarray(values, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(out) & (out > 0), out, np.nan)
+
+
+def value_text(v: float | None) -> str:
+    """A plotted value; NaN in a history column means "not measured at this step": '—'."""
+    return number(None if v is None or (isinstance(v, float) and math.isnan(v)) else v)
+
+
+def swatch(color: QColor) -> QIcon:
+    """A parameter's colour, as the icon of its row in the list."""
+    pm = QPixmap(12, 12)
+    pm.fill(color)
+    return QIcon(pm)
 
 
 class ValueAxis(pg.AxisItem):

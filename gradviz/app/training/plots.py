@@ -14,16 +14,15 @@ import time
 
 import numpy as np
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QIcon, QPixmap
+from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton,
                                QScrollArea, QSlider, QVBoxLayout, QWidget)
 
 import pyqtgraph as pg
 
 from gradviz.app.training.history import History
-from gradviz.app.training.plot_widget import Plot
+from gradviz.app.training.plot_widget import Plot, positive, swatch, value_text
 from gradviz.app.training.smoothing import ema
-from gradviz.core.formatting import number
 
 MAX_HZ = 30
 MAX_INTERVAL_MS = 1000
@@ -31,18 +30,6 @@ FRAME_BUDGET_S = 0.012        # per timer tick, at most about this much drawing 
 DEFAULT_VISIBLE = 12          # parameters shown at first (the rest can be ticked in the list)
 DEFAULT_SMOOTHING = 0.6       # TensorBoard's default
 FAINT = 70                    # alpha of a raw curve drawn under its smoothed one
-
-
-def _positive(values: np.ndarray) -> np.ndarray:
-    """For log axes: non-positive and non-finite values become NaN (gaps), never warnings."""
-    out = np.asarray(values, dtype=np.float64)
-    with np.errstate(invalid="ignore"):
-        return np.where(np.isfinite(out) & (out > 0), out, np.nan)
-
-
-def _fmt(v: float | None) -> str:
-    """A plotted value; NaN in a history column means "not measured at this step": '—'."""
-    return number(None if v is None or (isinstance(v, float) and math.isnan(v)) else v)
 
 
 class TrainingPlots(QWidget):
@@ -81,10 +68,10 @@ class TrainingPlots(QWidget):
         self.param_curves: dict[str, pg.PlotDataItem] = {}
         self.ratio_curves: dict[str, pg.PlotDataItem] = {}
         self.clip_curves: dict[str, pg.PlotDataItem] = {}     # per parameter, where clipping shrank it
-        self.loss_plot.describe = self._describe(lambda i: f"loss {_fmt(self._col('loss')[i])}")
+        self.loss_plot.describe = self._describe(lambda i: f"loss {value_text(self._col('loss')[i])}")
         self.norm_plot.describe = self._describe(
-            lambda i: f"pre {_fmt(self._col('grad_norm')[i])}  post {_fmt(self._col('grad_norm_clipped')[i])}")
-        self.lr_plot.describe = self._describe(lambda i: f"lr {_fmt(self._col('lr')[i])}")
+            lambda i: f"pre {value_text(self._col('grad_norm')[i])}  post {value_text(self._col('grad_norm_clipped')[i])}")
+        self.lr_plot.describe = self._describe(lambda i: f"lr {value_text(self._col('lr')[i])}")
         self.param_plot.describe = self._describe(lambda i: self._matrix_text("param_norms", i, "param_norms_clipped"))
         self.ratio_plot.describe = self._describe(lambda i: self._matrix_text("update_ratios", i))
 
@@ -98,9 +85,7 @@ class TrainingPlots(QWidget):
         side = QWidget()
         sl = QVBoxLayout(side)
         sl.setContentsMargins(0, 0, 0, 0)
-        key = QLabel("Parameters <span style='color:gray'>(dashed: after clipping)</span>")
-        key.setWordWrap(True)
-        sl.addWidget(key)
+        sl.addWidget(QLabel("Parameters <span style='color:gray'>(dashed: after clipping)</span>"))
         sl.addWidget(self.list, 1)
         row = QHBoxLayout()
         row.addWidget(all_btn)
@@ -183,7 +168,7 @@ class TrainingPlots(QWidget):
             self.param_curves[name] = pc
             self.ratio_curves[name] = rc
             self.clip_curves[name] = cc
-            item = QListWidgetItem(_swatch(color), name)
+            item = QListWidgetItem(swatch(color), name)
             item.setFlags(item.flags() | Qt.ItemIsUserCheckable)
             item.setCheckState(Qt.Checked if name in self.visible else Qt.Unchecked)
             item.setData(Qt.UserRole, name)
@@ -282,14 +267,14 @@ class TrainingPlots(QWidget):
         if plot is self.loss_plot:
             loss = h.column("loss")
             if self.log_loss.isChecked():
-                loss = _positive(loss)
+                loss = positive(loss)
             self.loss_curve.setData(x, loss, connect="finite")
             self._draw_smooth(self.loss_smooth, x, loss)
         elif plot is self.norm_plot:
-            pre = _positive(h.column("grad_norm"))
+            pre = positive(h.column("grad_norm"))
             self.pre_curve.setData(x, pre, connect="finite")
             self._draw_smooth(self.pre_smooth, x, pre)
-            self.post_curve.setData(x, _positive(h.column("grad_norm_clipped")), connect="finite")
+            self.post_curve.setData(x, positive(h.column("grad_norm_clipped")), connect="finite")
         elif plot is self.lr_plot:
             lr = h.column("lr")
             self.lr_curve.setData(x, lr, connect="finite")
@@ -346,15 +331,15 @@ class TrainingPlots(QWidget):
         x = h.column("step") if x is None else x
         if params:
             pre = h.column("param_norms")[:, i]
-            self.param_curves[name].setData(x, _positive(pre), connect="finite")
+            self.param_curves[name].setData(x, positive(pre), connect="finite")
             post = h.column("param_norms_clipped")[:, i]
             with np.errstate(invalid="ignore"):
                 shrunk = post < pre * (1 - 1e-6)
-            self.clip_curves[name].setData(x, np.where(shrunk, _positive(post), np.nan), connect="finite")
+            self.clip_curves[name].setData(x, np.where(shrunk, positive(post), np.nan), connect="finite")
         if not ratios:
             return
         # update ratios may be measured every few steps only (NaN between): draw the measured ones joined
-        r = _positive(h.column("update_ratios")[:, i])
+        r = positive(h.column("update_ratios")[:, i])
         keep = ~np.isnan(r)
         self.ratio_curves[name].setData(x[keep], r[keep])
 
@@ -385,8 +370,8 @@ class TrainingPlots(QWidget):
         lines = []
         for j in [self.names.index(n) for n in shown[:6]]:
             shrunk = post is not None and post[i, j] < m[i, j] * (1 - 1e-6)
-            tail = f" → {_fmt(float(post[i, j]))}" if shrunk else ""
-            lines.append(f"{self.names[j]}: {_fmt(float(m[i, j]))}{tail}")
+            tail = f" → {value_text(float(post[i, j]))}" if shrunk else ""
+            lines.append(f"{self.names[j]}: {value_text(float(m[i, j]))}{tail}")
         if len(shown) > 6:
             lines.append(f"… {len(shown) - 6} more")
         return "\n".join(lines)
@@ -395,8 +380,3 @@ class TrainingPlots(QWidget):
         self.timer.stop()
         super().closeEvent(event)
 
-
-def _swatch(color: QColor) -> QIcon:
-    pm = QPixmap(12, 12)
-    pm.fill(color)
-    return QIcon(pm)
