@@ -53,6 +53,7 @@ def test_screenshot_without_a_display_draws_offscreen(tmp_path, display):
     proc = gradviz(TINY, "--screenshot", out, "--size", "800x600", env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+    assert "propagateSizeHints" not in proc.stderr      # the offscreen platform's notices are not the user's
 
 
 def test_missing_libraries_are_named_with_their_packages():

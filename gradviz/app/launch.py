@@ -47,7 +47,28 @@ def make_app(argv: list[str] | None = None):
     app.setOrganizationDomain("gradviz.dev")
     app.setApplicationVersion(gradviz.__version__)
     app.setWindowIcon(app_icon())
+    if app.platformName() == "offscreen":
+        quiet_offscreen_notices()
     return app
+
+
+# what Qt's offscreen platform says each time a window is shown or resized: true, and of no use to a user
+OFFSCREEN_NOTICES = frozenset({"This plugin does not support propagateSizeHints()"})
+
+
+def quiet_offscreen_notices() -> None:
+    """Drop the offscreen platform's notices (``--screenshot`` with no display printed eight); pass on the rest."""
+    from PySide6.QtCore import qInstallMessageHandler
+
+    def handler(mode, context, message: str) -> None:
+        if message in OFFSCREEN_NOTICES:
+            return
+        if previous is not None:
+            previous(mode, context, message)
+        else:
+            print(message, file=sys.stderr)
+
+    previous = qInstallMessageHandler(handler)
 
 
 def save_atomically(image, path: str | Path) -> None:
