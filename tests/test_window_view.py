@@ -168,3 +168,46 @@ def test_module_names_stay_readable_below_the_legible_scale(qtbot, window):
     visible = window.view.visible_scene_rect
     assert painted(0.5) >= len([g for g in groups if visible().intersects(window.scene.node_item(g).sceneBoundingRect())])
     assert painted(0.65) == 0
+
+
+TOWER = """\
+import torch
+from torch import nn
+
+def model():
+    return nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Tanh()) for _ in range(300)])
+
+def batch(step):
+    g = torch.Generator().manual_seed(step)
+    return torch.randn(8, 4, generator=g), torch.randn(8, 4, generator=g)
+
+def loss_fn(output, target):
+    return ((output - target) ** 2).mean()
+"""
+
+
+def test_the_map_of_a_very_tall_graph_is_not_a_strip(qtbot, window, tmp_path):
+    """300 blocks drawn open are ~100 times taller than wide: at a readable width the map would
+    need a pixmap too tall to hold, so it draws the stretch around the view (it was 24 px wide)."""
+    from gradviz.app.minimap import MAX_PIXMAP, TALL_WIDTH
+
+    script = tmp_path / "tower.py"
+    script.write_text(TOWER)
+    open_and_wait(qtbot, window, script)
+    change_view(qtbot, window, window.expand_all)
+    window.view.actual_size()
+    mm = window.minimap
+    mm.render_scene()
+    whole = window.scene.graph_rect()
+    assert whole.height() * TALL_WIDTH / whole.width() > 2 * MAX_PIXMAP       # the case: too tall for one pixmap
+    assert mm.isVisible() and mm.width() >= TALL_WIDTH and mm.height() >= 200
+    assert mm._source.height() < whole.height() / 2                           # a band of it
+    # the view goes to the bottom: the map follows with the next stretch, and shows where the view is
+    window.view.centerOn(whole.center().x(), whole.bottom() - 50)
+    qtbot.waitUntil(lambda: mm._source.contains(window.view.visible_scene_rect().center()), timeout=5000)
+    shown = mm._to_map(window.view.visible_scene_rect())
+    assert mm.rect().intersects(shown.toRect())
+    # a click on the map's top moves the view up
+    before = window.view.visible_scene_rect().center().y()
+    qtbot.mouseClick(mm, Qt.LeftButton, pos=QPoint(mm.width() // 2, 12))
+    assert window.view.visible_scene_rect().center().y() < before - 200

@@ -29,7 +29,8 @@ class Minimap(QWidget):
         super().__init__(view)
         self._view = view
         self._pixmap: QPixmap | None = None
-        self._source = QRectF()      # the scene rect drawn into the pixmap
+        self._source = QRectF()      # the scene rect drawn into the pixmap (a band of a very tall graph)
+        self._whole = QRectF()       # the graph's rect
         self._scale = 1.0            # pixmap pixels per scene unit
         self._offset = 0.0           # pixmap rows above the part shown (tall graphs)
         self._dragging = False       # the map holds still under the mouse while it drags
@@ -63,8 +64,13 @@ class Minimap(QWidget):
             return
         rect = rect.adjusted(-10, -10, 10, 10)
         scale = min(MAX_SIDE / rect.width(), self._max_height() / rect.height())
+        self._whole = rect
         if rect.width() * scale < MIN_WIDTH:      # a thin strip: draw it wider and let the map scroll
-            scale = min(TALL_WIDTH / rect.width(), MAX_PIXMAP / rect.height())
+            scale = TALL_WIDTH / rect.width()
+            if rect.height() * scale > MAX_PIXMAP:
+                # taller than one pixmap at that width (200 transformer blocks): draw the band around
+                # what the view shows, re-drawn when the view leaves it (it was a 24 px wide strip)
+                rect = self._band(rect, MAX_PIXMAP / scale)
         self._source, self._scale = rect, scale
         size = self._pixmap_size()
         ratio = self.devicePixelRatioF()
@@ -80,6 +86,21 @@ class Minimap(QWidget):
         self.place()
         self.refresh()
 
+    def _band(self, whole: QRectF, height: float) -> QRectF:
+        """The stretch of ``whole``, ``height`` high, centred on the view's middle where it can be."""
+        middle = self._view.visible_scene_rect().center().y()
+        top = min(max(whole.top(), middle - height / 2), whole.bottom() - height)
+        return QRectF(whole.left(), top, whole.width(), height)
+
+    def _left_band(self, visible: QRectF) -> bool:
+        """The view's middle is out of the band's middle half (the map needs the next stretch)."""
+        src, y = self._source, visible.center().y()
+        if y < src.top() + src.height() / 4:
+            return src.top() > self._whole.top() + 1
+        if y > src.bottom() - src.height() / 4:
+            return src.bottom() < self._whole.bottom() - 1
+        return False
+
     def refresh(self) -> None:
         """Shown only when it helps: part of the graph is out of view. A tall map follows the view."""
         if self._pixmap is None:
@@ -91,7 +112,9 @@ class Minimap(QWidget):
             self._offset = min(max(0.0, middle - shown_h / 2), self._pixmap_size().height() - shown_h)
         else:
             self._offset = 0.0
-        whole = visible.contains(self._source.adjusted(8, 8, -8, -8))
+        if not self._dragging and self._left_band(visible):
+            self._rerender.start()
+        whole = visible.contains(self._whole.adjusted(8, 8, -8, -8))
         self.setVisible(self.wanted and not whole)
         self.update()
 
