@@ -14,7 +14,7 @@ from PySide6.QtCore import QUrl, Signal
 from PySide6.QtWidgets import QHBoxLayout, QTextBrowser, QVBoxLayout, QWidget
 
 from gradviz.app.contract import PanelHost
-from gradviz.app.diagnosis.job_controls import JobControls
+from gradviz.app.diagnosis.check_controls import CheckControls
 from gradviz.app.diagnosis.jobs import check_job
 from gradviz.app.document import Document
 from gradviz.app.jobs import Job
@@ -65,7 +65,7 @@ class DiagnosisPanel(QWidget):
         self.host = host
         self.doc: Document = host.document
         self.report: dict | None = None
-        self.controls = JobControls(host, "Run health check", IDLE_TEXT, "The health check")
+        self.controls = CheckControls(host, "Run health check", IDLE_TEXT, "The health check")
         self.run_button, self.cancel_button, self.status = (self.controls.run_button, self.controls.cancel_button,
                                                             self.controls.status)
         self.run_button.setToolTip("Run the gradient checklist on the current script (in the background)")

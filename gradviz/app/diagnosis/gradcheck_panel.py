@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QDoubleSpinBox, QFormLayout, Q
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from gradviz.app.contract import PanelHost
-from gradviz.app.diagnosis.job_controls import JobControls
+from gradviz.app.diagnosis.check_controls import CheckControls
 from gradviz.app.diagnosis.jobs import gradcheck_job
 from gradviz.app.document import Document
 from gradviz.app.jobs import Job
@@ -39,7 +39,7 @@ class GradcheckPanel(QWidget):
         self.host = host
         self.doc: Document = host.document
         self.report: dict | None = None
-        self.controls = JobControls(host, "Run gradient check", IDLE_TEXT, "The gradient check")
+        self.controls = CheckControls(host, "Run gradient check", IDLE_TEXT, "The gradient check")
         self.run_button, self.cancel_button, self.status = (self.controls.run_button, self.controls.cancel_button,
                                                             self.controls.status)
         self.run_button.clicked.connect(lambda: self.run_check())

@@ -1,6 +1,7 @@
 """Run / Cancel buttons and a status line driving one background check at a time (what the
 Diagnosis and Gradcheck panels share): start it on the current script's document, cancel it,
-put the buttons back when it ended, and say so when it failed."""
+put the buttons back when it ended, and say so when it failed. (``app/job_controls.JobControls`` is
+the Attribution and Compare panels' progress-bar variant; this one reports in words.)"""
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -12,7 +13,7 @@ from gradviz.app.document import Document
 from gradviz.app.jobs import Job
 
 
-class JobControls:
+class CheckControls:
     def __init__(self, host: PanelHost, run_text: str, idle_text: str, what: str) -> None:
         self.host = host
         self.what = what                    # "The health check", "The gradient check"
