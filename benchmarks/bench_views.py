@@ -7,7 +7,9 @@
   embedding tap, float64 accumulation); IG with N steps makes N+2 passes;
 - cut branches: ``trace`` of a script with a ``.detach()`` bug (trace + the rerun under
   the tape) against ``trace`` of the same script fixed;
-- the failing forward: ``trace_failure`` against ``trace`` of the same model with the bug fixed.
+- the failing forward: ``trace_failure`` against ``trace`` of the same model with the bug fixed;
+- compare: ``compare`` + ``compare_views`` of two recorded runs (before/after a detach fix, and
+  two steps of one run) against reading one run's graph and node norms, as the Runs view does.
 Best of N rounds each; ratios are what to quote (the machine is shared).
 """
 from __future__ import annotations
@@ -92,6 +94,56 @@ def cut_rows(rounds: int) -> None:
           f"   ratio {t_fail / t_ok:5.2f}x")
 
 
+def record_run(path: Path, detach: bool, steps: int = 40) -> Path:
+    import gradviz
+    from torch import nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU())
+            self.head = nn.Linear(64, 10)
+
+        def forward(self, x):
+            f = self.encoder(x)
+            return self.head(f.detach() if detach else f)
+
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    with gradviz.watch(model, path, every=5, optimizer=opt) as w:
+        for s in range(steps):
+            g = torch.Generator().manual_seed(s)
+            x, y = torch.randn(32, 64, generator=g), torch.randint(10, (32,), generator=g)
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            w.step(loss)
+            opt.step()
+    return path
+
+
+def compare_rows(rounds: int) -> None:
+    from gradviz.core.record.compare import compare
+    from gradviz.core.record.compare_view import compare_views
+    from gradviz.core.record.reader import open_run
+
+    print("compare (against reading one run's graph and node norms)")
+    folder = Path(tempfile.mkdtemp())
+    before, after = record_run(folder / "before.gvrun", True), record_run(folder / "after.gvrun", False)
+
+    def read_one():
+        with open_run(after) as r:
+            r.graph_at()
+            r.node_norms()
+    t_read = best(read_one, rounds)
+    for title, a, b in (("before/after a fix", str(before), str(after)),
+                        ("two steps of a run", f"{after}@first", f"{after}@last")):
+        t = best(lambda: compare_views(compare(a, b)), rounds)
+        print(f"  {title:20} compare+views {t * 1e3:7.1f} ms   read one run {t_read * 1e3:7.1f} ms"
+              f"   ratio {t / t_read:5.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
@@ -99,6 +151,7 @@ def main() -> None:
     torch.set_num_threads(1)
     attribution_rows(args.rounds)
     cut_rows(args.rounds)
+    compare_rows(args.rounds)
 
 
 if __name__ == "__main__":

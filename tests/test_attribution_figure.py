@@ -44,8 +44,11 @@ def test_token_ids_get_one_bar_per_position_labelled_with_the_id():
     (sec,) = sections(_result(_entry(0, ids, a, integer=True)), example=0)
     assert sec.kind == "bars" and sec.labels == ["5", "9", "2", "7"]
     np.testing.assert_allclose(sec.bars, a[0])
+    assert sec.bar_text(3) == "position 3, token id 7: 2"
     (sec,) = sections(_result(_entry(0, ids, a, integer=True)), example=1)
     assert sec.labels == ["1", "1", "3", "0"]
+    (whole,) = sections(_result(_entry(0, ids, a, integer=True)), example=None)
+    assert whole.bar_text(0) == f"position 0: {np.abs(a[:, 0]).mean():.4g}"        # no one id per position
 
 
 def test_float_sequence_gets_one_bar_per_position():
@@ -55,6 +58,7 @@ def test_float_sequence_gets_one_bar_per_position():
     (sec,) = sections(_result(_entry(0, x, a)), example=2)
     assert sec.kind == "bars" and sec.labels == [str(t) for t in range(6)]
     np.testing.assert_allclose(sec.bars, a[2].sum(axis=-1))
+    assert sec.bar_text(4) == f"position 4: {a[2, 4].sum():.4g}"
 
 
 def test_tabular_input_gets_one_bar_per_feature_and_a_square_map_when_it_is_one():
@@ -64,6 +68,7 @@ def test_tabular_input_gets_one_bar_per_feature_and_a_square_map_when_it_is_one(
     (sec,) = sections(_result(_entry(0, x, a)), example=3)
     assert sec.kind == "bars" and sec.square is None
     np.testing.assert_allclose(sec.bars, a[3])
+    assert sec.bar_text(2) == f"feature 2: {a[3, 2]:.4g}"
     x64, a64 = rng.random((2, 64)), rng.normal(size=(2, 64))     # 8x8 digits flattened by the script
     (sec,) = sections(_result(_entry(0, x64, a64)), example=0)
     np.testing.assert_allclose(sec.square, a64[0].reshape(8, 8))
@@ -76,7 +81,7 @@ def test_long_sequences_are_pooled_without_losing_the_total():
     (sec,) = sections(_result(_entry(0, ids, a, integer=True)), example=0)
     assert sec.bars.size <= MAX_BARS and sec.pooled == 6
     assert sec.bars.sum() == pytest.approx(a.sum(), abs=1e-9)
-    assert "6 positions per bar" in sec.title
+    assert "6 positions per bar" in sec.title and sec.bar_text(1).startswith("positions 6–11 (summed): ")
 
 
 def test_saliency_is_one_sided_and_an_unattributed_input_is_a_note():

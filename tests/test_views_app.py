@@ -106,10 +106,10 @@ def test_attribution_panel_image_heatmap_and_token_bars(qtbot, window, attr, tmp
     tokens = _run(qtbot, attr, "ig", target="label", steps=8)
     attr.example.setValue(2)
     attr.figure.repaint()
-    bars = [h.text for h in attr.figure.hits if h.text.startswith("token ")]
+    bars = [h.text for h in attr.figure.hits if h.text.startswith("position ")]
     ids = tokens.inputs[0].values[2]
     assert len(bars) == ids.size
-    assert bars[5] == f"token 5 (id {int(ids[5])}): {tokens.inputs[0].attribution[2, 5]:.4g}"
+    assert bars[5] == f"position 5, token id {int(ids[5])}: {tokens.inputs[0].attribution[2, 5]:.4g}"
 
 
 def test_attribution_needs_a_script(qtbot, window, attr):

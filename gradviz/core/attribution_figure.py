@@ -33,6 +33,17 @@ class Section:
     square: np.ndarray | None = None           # tabular features seen as an s x s map
     note: str = ""
     pooled: int = 1                            # bars: positions per bar when pooled
+    unit: str = "feature"                      # bars: what one bar is (token, position, feature)
+
+    def bar_text(self, i: int) -> str:
+        """What bar ``i`` stands for, as its tooltip says it: 'position 5, token id 23: 1.34'."""
+        value = f"{self.bars[i]:.4g}"
+        if self.pooled > 1:
+            plural = "features" if self.unit == "feature" else "positions"
+            return f"{plural} {i * self.pooled}–{(i + 1) * self.pooled - 1} (summed): {value}"
+        if self.unit == "token":
+            return f"position {i}, token id {self.labels[i]}: {value}"
+        return f"{self.unit} {i}: {value}"
 
 
 def header(result: AttributionResult) -> tuple[str, str]:
@@ -89,12 +100,13 @@ def _section(a: InputAttribution, example: int | None, signed: bool) -> Section:
             and a.values.ndim >= 1 else None
         labels = [str(int(t)) for t in ids] if ids is not None and ids.size == bars.size else \
             [str(i) for i in range(bars.size)]
-        return _bars(title, bars, labels, signed_here)
+        with_ids = ids is not None and ids.size == bars.size      # whole batch: positions only
+        return _bars(title, bars, labels, signed_here, "token" if with_ids else "position")
     if a.kind == "sequence":
         bars = attr.sum(axis=-1)
-        return _bars(title, bars, [str(i) for i in range(bars.size)], signed_here)
+        return _bars(title, bars, [str(i) for i in range(bars.size)], signed_here, "position")
     bars = attr.reshape(-1)
-    sec = _bars(title, bars, [str(i) for i in range(bars.size)], signed_here)
+    sec = _bars(title, bars, [str(i) for i in range(bars.size)], signed_here, "feature")
     side = int(round(math.sqrt(bars.size)))
     if bars.size >= 16 and side * side == bars.size:
         sec.square = bars.reshape(side, side)
@@ -104,7 +116,7 @@ def _section(a: InputAttribution, example: int | None, signed: bool) -> Section:
     return sec
 
 
-def _bars(title: str, bars: np.ndarray, labels: list[str], signed: bool) -> Section:
+def _bars(title: str, bars: np.ndarray, labels: list[str], signed: bool, unit: str) -> Section:
     pooled = 1
     if bars.size > MAX_BARS:
         pooled = math.ceil(bars.size / MAX_BARS)
@@ -112,7 +124,7 @@ def _bars(title: str, bars: np.ndarray, labels: list[str], signed: bool) -> Sect
         bars = np.concatenate([bars, np.zeros(pad)]).reshape(-1, pooled).sum(axis=1)
         labels = [str(i * pooled) for i in range(bars.size)]
         title += f" · {pooled} positions per bar"
-    return Section(title, "bars", signed, bars=bars, labels=labels, pooled=pooled)
+    return Section(title, "bars", signed, bars=bars, labels=labels, pooled=pooled, unit=unit)
 
 
 def _as_image(values: np.ndarray) -> np.ndarray:

@@ -195,11 +195,7 @@ def _paint_bars_section(painter: QPainter, sec: Section, body: QRectF, theme: st
         r, g, b = (int(c) for c in colors[i])
         painter.setBrush(QColor(r, g, b) if (r, g, b) != (255, 255, 255) else QColor("#e5e7eb"))
         painter.drawRect(rect)
-        label = sec.labels[i] if i < len(sec.labels) else str(i)
-        what = "token" if sec.title.split(" · ")[1].startswith("tokens") else "position" if \
-            "sequence" in sec.title else "feature"
-        hits.append(Hit(QRectF(chart.left() + i * slot, chart.top(), slot, chart.height()),
-                        f"{what} {i}" + (f" (id {label})" if what == "token" else "") + f": {v:.4g}"))
+        hits.append(Hit(QRectF(chart.left() + i * slot, chart.top(), slot, chart.height()), sec.bar_text(i)))
     painter.setPen(QPen(QColor(theme.edge), 1))
     painter.drawLine(QPointF(chart.left(), zero_y), QPointF(chart.right(), zero_y))
     painter.setPen(QColor(theme.muted_text))
