@@ -101,3 +101,17 @@ def test_json_export_loads_no_qt(tmp_path):
             "assert rc == 0, rc; bad = [m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph'))]; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_cpu_threads_leave_one_core_free(tmp_path):
+    import torch
+
+    from gradviz.core.devices import training_threads
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(max(2, before))
+        assert main(["attribute", str(TINY), "-o", str(tmp_path / "a.json")]) == 0
+        assert torch.get_num_threads() == training_threads()       # the policy of gradviz train and the window
+    finally:
+        torch.set_num_threads(before)
