@@ -34,6 +34,8 @@ def format_report(script: str, report) -> str:
         res = "pass" if r.passed else f"FAIL ({r.failed})"
         if r.skipped:
             res += f", {r.skipped} kink(s) skipped"
+        if r.refined:
+            res += f", {r.refined} at a smaller step"
         checked = f"{r.checked}/{r.numel}"
         rows.append((r.name, checked, f"{r.max_abs:.2e}", f"{r.max_rel:.2e}", res))
     widths = [max(len(row[i]) for row in rows) for i in range(5)]
