@@ -145,7 +145,12 @@ def test_batchnorm_curvature_is_not_a_mismatch():
 
 
 def test_compiled_model_keeps_its_one_compiled_node():
-    """gradviz's capture adds no graph break: the traced graph has the compiled region as one node."""
+    """gradviz's capture adds no graph break: the traced graph has the compiled region as one node.
+
+    The user's own program is the baseline: with PySide6 loaded (pytest-qt loads it, the app does),
+    torch 2.6 counts two breaks in every compiled call without gradviz: its eval_frame runs an
+    ``import`` with the frame callback set, and shiboken's ``__import__`` hook (a Python function
+    calling sys._getframe) is compiled as a frame of its own; the model's graph stays one graph."""
     from gradviz import trace
     from gradviz.core.walk import walk
 
@@ -158,8 +163,10 @@ def test_compiled_model_keeps_its_one_compiled_node():
         torch.manual_seed(0)
         model = entry.model()
         x, y = entry.batch(0)
+        torch._dynamo.utils.counters.clear()
         plain = entry.loss_fn(model(x), y)       # the user's own program
         own, _ = walk([plain.grad_fn])
+        own_breaks = dict(torch._dynamo.utils.counters["graph_break"])
         torch._dynamo.reset()                    # compile again, this time under gradviz's capture
         torch._dynamo.utils.counters.clear()
         graph = trace(ZOO)
@@ -167,4 +174,4 @@ def test_compiled_model_keeps_its_one_compiled_node():
         os.environ.pop("GRADVIZ_CORPUS", None)
     compiled = [n for n, a in graph.nodes(data=True) if a.get("op", "").startswith("CompiledFunction")]
     assert len(compiled) == sum(fn.name().startswith("CompiledFunction") for fn in own) == 1
-    assert not torch._dynamo.utils.counters["graph_break"], dict(torch._dynamo.utils.counters["graph_break"])
+    assert dict(torch._dynamo.utils.counters["graph_break"]) == own_breaks
