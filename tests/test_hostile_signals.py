@@ -65,6 +65,19 @@ def test_timeout_names_the_line_the_script_hung_at(tmp_path):
     assert err.strip() == f"gradviz check: timed out after 3 s (--timeout); the script was at {path}:{line} (in batch)"
 
 
+def test_timeout_on_export_gradcheck_and_train_too(tmp_path):
+    """--timeout is on every command that runs the script (check above); the three run side by side."""
+    path, line = script(tmp_path, "hang.py", HANG)
+    argv = {"export": ["-o", tmp_path / "g.json"], "gradcheck": [], "train": ["--steps", "3"]}
+    # 10 s: the hang must be reached first (train builds its optimizer before the first batch; 2 busy cores)
+    procs = {name: gradviz(name, path, *rest, "--timeout", "10", cwd=tmp_path) for name, rest in argv.items()}
+    for name, proc in procs.items():
+        status, out, err = finish(proc)
+        assert status == 2 and "Traceback" not in err, (name, err)
+        assert f"gradviz {name}: timed out after 10 s (--timeout); the script was at {path}:{line} (in batch)" in err
+    assert not (tmp_path / "g.json").exists()
+
+
 def test_a_script_that_swallows_the_timeout_is_ended_by_the_watchdog(tmp_path):
     path, line = script(tmp_path, "stubborn.py", '''
         import time
