@@ -166,6 +166,9 @@ def test_one_input_per_positional_argument(project):
 def test_check_train_and_gradcheck_take_the_same_options(project):
     status, out, err = run_cli("check", "userpkg.models:mlp", "--input", "5,6", "--json", "--no-gradcheck")
     assert status == 0 and json.loads(out)["ok"] is True, out + err
+    status, out, err = run_cli("check", "userpkg.models:mlp", "--input", "5,6", "--no-gradcheck")
+    assert status == 0 and out.startswith("gradviz check userpkg.models:mlp\n"), out       # as the user named it
+    assert "the numerical gradient check was not run: --no-gradcheck" in out               # not called healthy
     status, out, _ = run_cli("train", "userpkg.models:mlp", "--input", "5,6", "--loss", "ce:3", "--steps", "3",
                              "--every", "1", "--json")
     rows = [json.loads(line) for line in out.splitlines()]

@@ -48,11 +48,14 @@ def exit_status(findings, fail_on: str = "error") -> int:
     return 0
 
 
-def format_report(report) -> str:
-    lines = [f"gradviz check {report.script}"]
+def format_report(report, name: str | None = None, gradcheck: bool = True) -> str:
+    """``name``: what the user named (a callable's generated script is not it); ``gradcheck``: False under
+    --no-gradcheck, so the summary does not call a check that did not run healthy."""
+    lines = [f"gradviz check {name or report.script}"]
     if not report.findings and report.complete:
-        lines.append("  no problems found: every parameter gets a finite gradient, norms, activations and the "
-                     "numerical gradient check look healthy.")
+        lines.append("  no problems found: every parameter gets a finite gradient, norms and activations look "
+                     "healthy" + (", and so does the numerical gradient check." if gradcheck else
+                                  " (the numerical gradient check was not run: --no-gradcheck)."))
     elif not report.complete:
         lines.append("  the check is INCOMPLETE: a step did not run (see below), so this is not a clean bill.")
     for f in report.findings:
@@ -96,5 +99,5 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(report.to_dict(), indent=2), file=out())
     else:
-        print(format_report(report), file=out())
+        print(format_report(report, getattr(args, "model_name", None), gradcheck=not args.no_gradcheck), file=out())
     return exit_status(report.findings, args.fail_on)

@@ -75,5 +75,5 @@ def run(args) -> int:
         from gradviz.core.formatting import json_safe
         print(json.dumps(json_safe({"script": args.script, **report.to_dict()}), indent=2), file=out())
     else:
-        print(format_report(args.script, report), file=out())
+        print(format_report(getattr(args, "model_name", None) or args.script, report), file=out())
     return 0 if report.ok else 1

@@ -106,6 +106,7 @@ def resolve_model(args: argparse.Namespace) -> str | None:
 
     args.script, note = model_source(script, args.input, args.loss, args.weights)
     args.model_note = note
+    args.model_name = script if note else None      # what the user named, for the commands' headers
     if note:
         print(f"gradviz: {note}", file=sys.stderr)
     return note
