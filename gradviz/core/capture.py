@@ -22,6 +22,7 @@ from torch.utils._pytree import tree_flatten
 
 from gradviz.core.finite_watch import FiniteWatch, NonFinite  # noqa: F401 (NonFinite re-exported)
 from gradviz.core.locations import locate
+from gradviz.core.sharding import type_name
 
 # calls whose result carries no gradient back to their input
 def _dropped_in_place(func: Any, args: tuple) -> list | None:
@@ -125,7 +126,7 @@ class ForwardCapture(TorchFunctionMode):
                 # a compiled module's output nodes were made where no op was seen: attribute them here
                 for t in tree_flatten(output)[0]:
                     if isinstance(t, torch.Tensor) and t.grad_fn is not None and t.grad_fn not in self.origins:
-                        self._attribute(t.grad_fn, type(module).__name__)
+                        self._attribute(t.grad_fn, type_name(module))
                 self._stack.pop()
                 self.module_outputs.setdefault(path, []).extend(_tensor_facts(output))
         return post

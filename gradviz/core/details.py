@@ -15,6 +15,7 @@ from typing import Any, Iterable
 import networkx as nx
 import torch
 
+from gradviz.core import sharding
 from gradviz.core import stats as gstats
 from gradviz.core.errors import GradvizError
 from gradviz.core.script import ModelScript, error_from_exception, load_script
@@ -50,7 +51,7 @@ def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
     options = options or options_of(graph)
     p = prepare(ms, options)
     nodes, _ = walk([p.loss.grad_fn])
-    params = {id(q): name for name, q in p.model.named_parameters()}
+    params = sharding.param_names(p.model)      # FSDP2's unsharded parameters too
     ids = node_ids_for(nodes, params, input_names(p.inputs))
     _same_graph(graph, nodes, ids)
     by_id = dict(zip(ids, nodes))
@@ -62,6 +63,7 @@ def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
 
     def hook(nid: str, leaf: bool):
         def run(grad_outputs):
+            grad_outputs = sharding.whole(grad_outputs)      # DTensors gathered (every rank asks the same nodes)
             if leaf:
                 grads[nid] = grad_outputs[0]
             else:
@@ -89,8 +91,8 @@ def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
     for nid in wanted:
         if nid.startswith("param:") and nid[len("param:"):] in named:
             q = named[nid[len("param:"):]]
-            out[nid] = {**gstats.prefixed(gstats.tensor_stats([q.grad], bins), "grad"),
-                        **gstats.prefixed(gstats.tensor_stats([q], bins), "value")}
+            out[nid] = {**gstats.prefixed(gstats.tensor_stats([sharding.full_tensor(q.grad)], bins), "grad"),
+                        **gstats.prefixed(gstats.tensor_stats([sharding.full_tensor(q)], bins), "value")}
         elif nid in graph and graph.nodes[nid].get("kind") == "loss":
             out[nid] = gstats.prefixed(gstats.tensor_stats([torch.ones(())], bins), "grad")
     return out

@@ -13,7 +13,7 @@ import networkx as nx
 import torch
 from torch import nn
 
-from gradviz.core import memory
+from gradviz.core import comm_nodes, memory, sharding
 from gradviz.core.walk import (custom_function, node_ids_for, output_metadata, readable_label, root_ids,
                                saved_tensors, storage_key, walk)
 
@@ -28,8 +28,8 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: "Fo
                 input_names: dict[int, int], options: "TraceOptions") -> tuple[nx.DiGraph, dict[Any, str]]:
     """The static graph (no gradients yet) and the map autograd node -> node id."""
     nodes, edges = walk([r.grad_fn for r in roots])
-    param_names = {id(p): name for name, p in model.named_parameters()} if model is not None else {}
-    module_types = {path: type(m).__name__ for path, m in model.named_modules()} if model is not None else {}
+    param_names = sharding.param_names(model)      # FSDP2's unsharded parameters too
+    module_types = {path: sharding.type_name(m) for path, m in model.named_modules()} if model is not None else {}
     origins = cap.origins if cap is not None else {}
 
     g = nx.DiGraph()
@@ -86,8 +86,9 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: "Fo
         g.add_edge(node_ids[r.grad_fn], rid, shape=list(r.shape), dtype=g.nodes[rid]["dtype"], output_nr=0, count=1)
     order = list(nx.topological_sort(g))
     _inherit_modules(g, order)
+    comm_nodes.annotate(g, model)      # FSDP / DTensor communication: labelled, in boxes of their own
     if options.saved_tensors:
-        weights = {storage_key(p) for p in model.parameters()} if model is not None else set()
+        weights = {storage_key(t) for t in sharding.weight_tensors(model)}
         memory.account_saved(g, order, kept, weights)
     g.graph.update(format=GRAPH_FORMAT, roots=rids, loss=g.nodes[rids[0]].get("value"),
                    cuts=_cuts_summary(cap, node_ids))

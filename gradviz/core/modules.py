@@ -6,6 +6,9 @@ import math
 import networkx as nx
 from torch import nn
 
+from gradviz.core.comm_nodes import comm_modules
+from gradviz.core.sharding import type_name
+
 
 def parent_of(path: str) -> str | None:
     """'a.b.c' -> 'a.b'; top-level modules have parent '' (the model); the model has None."""
@@ -38,7 +41,7 @@ def module_table(model: nn.Module, graph: nx.DiGraph) -> dict[str, dict]:
     """
     table: dict[str, dict] = {}
     for path, module in model.named_modules():
-        table[path] = {"type": type(module).__name__, "parent": parent_of(path), "depth": depth_of(path),
+        table[path] = {"type": type_name(module), "parent": parent_of(path), "depth": depth_of(path),
                        "params": [], "numel": 0, "param_bytes": 0, "activation_bytes": 0, "grad_sq": None,
                        "nodes": 0}
     for name, p in model.named_parameters():
@@ -62,6 +65,7 @@ def module_table(model: nn.Module, graph: nx.DiGraph) -> dict[str, dict]:
     for entry in table.values():
         sq = entry.pop("grad_sq")
         entry["grad_norm"] = math.sqrt(sq) if sq is not None else None
+    table.update(comm_modules(graph))          # FSDP / DTensor communication boxes (core/comm_nodes.py)
     return table
 
 

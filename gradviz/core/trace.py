@@ -33,7 +33,7 @@ import networkx as nx
 import torch
 from torch import nn
 
-from gradviz.core import memory
+from gradviz.core import memory, sharding
 from gradviz.core import stats as gstats
 from gradviz.core.capture import ForwardCapture
 from gradviz.core.devices import model_device, to_device
@@ -239,8 +239,9 @@ def _trace_tensors(roots: list[torch.Tensor], model: nn.Module | None, cap: Forw
     grads = _run_backward(graph, node_ids, roots, options, backward, (None, None))
     grads.update(results)
     if model is not None:
-        pid = {id(p): name for name, p in model.named_parameters()}
+        pid = sharding.param_names(model)       # FSDP2's unsharded parameters too
         by_name = {pid[id(fn.variable)]: g for fn, g in results.items() if id(fn.variable) in pid}
+        by_name = sharding.fsdp_reduced(model, by_name)    # what FSDP's reduce-scatter would make of them
         _fill_param_stats(graph, model, by_name, options)
     _fill_leaf_grads(graph, node_ids, grads, options)
     device = roots[0].device
@@ -311,15 +312,15 @@ def _run_backward(graph: nx.DiGraph, node_ids: dict[Any, str], roots: Sequence[t
     def op_hook(nid):
         if full:
             def hook(grad_outputs):
-                op_stats[nid] = gstats.tensor_stats(grad_outputs, bins)
+                op_stats[nid] = gstats.tensor_stats(sharding.whole(grad_outputs), bins)
         else:
             def hook(grad_outputs):
-                norms.add(nid, "grad", grad_outputs)
+                norms.add(nid, "grad", sharding.whole(grad_outputs))
         return hook
 
     def leaf_hook(fn):
         def hook(grad_outputs):
-            leaf_grads[fn] = grad_outputs[0]
+            leaf_grads[fn] = sharding.whole(grad_outputs)[0]
         return hook
 
     try:
@@ -370,20 +371,22 @@ def _fill_param_stats(graph: nx.DiGraph, model: nn.Module, grads: dict[str, Any]
     ``reachable=False``, so a view can show them and a check can name them."""
     bins = options.histogram_bins
     norms = _Norms()
-    for name, p in model.named_parameters():
+    for name, p, value, grad in sharding.whole_params(model, grads):     # DTensors: gathered whole
         nid = add_param_node(graph, name, p)
         attrs = graph.nodes[nid]
-        if not attrs.get("reachable") and grads.get(name) is not None:
+        if not attrs.get("reachable") and grad is not None:
             attrs["reachable"] = True   # backward re-ran its forward (reentrant checkpointing) and reached it
         if options.details == "full":
-            attrs.update(gstats.prefixed(gstats.tensor_stats([grads.get(name)], bins), "grad"))
-            attrs.update(gstats.prefixed(gstats.tensor_stats([p], bins), "value"))
+            attrs.update(gstats.prefixed(gstats.tensor_stats([grad], bins), "grad"))
+            attrs.update(gstats.prefixed(gstats.tensor_stats([value], bins), "value"))
         else:
             attrs.update(norm_attrs("grad", None, None))
             attrs.update(norm_attrs("value", None, None))
-            norms.add(nid, "grad", [grads.get(name)])
-            norms.add(nid, "value", [p])
+            norms.add(nid, "grad", [grad])
+            norms.add(nid, "value", [value])
         attrs["requires_grad"] = p.requires_grad
+        if (shard := sharding.layout(p)) is not None:
+            attrs["shard"] = shard          # global and local shape, mesh, placements
     norms.fill(graph)
 
 

@@ -20,11 +20,17 @@ from torch.utils._pytree import tree_flatten
 
 from gradviz.core.capture import Cut, ForwardCapture, _func_name, compiling, storage_ptr, user_location
 from gradviz.core.diagnosis.customs import CustomCall, CustomCallLog
+from gradviz.core.sharding import ParamIndex
 
 RELU_NAMES = {"relu", "relu_"}
 CLAMP_NAMES = {"clamp", "clamp_", "clamp_min", "clamp_min_", "clip", "clip_"}
 SIGMOID_NAMES = {"sigmoid", "sigmoid_", "expit"}
 TANH_NAMES = {"tanh", "tanh_"}
+# reading a tensor's metadata is not a use of its values (FSDP2 reads every parameter's device, dtype and
+# requires_grad at its first forward, called modules or not)
+METADATA_READS = {"device", "dtype", "requires_grad", "shape", "size", "dim", "ndim", "is_leaf", "grad_fn", "layout",
+                  "data_ptr", "stride", "storage_offset", "is_contiguous", "untyped_storage", "numel", "nelement",
+                  "element_size", "is_floating_point", "is_complex", "names", "grad", "_version"}
 # calls after a detach that finish a trip out of autograd
 ROUNDTRIP_NAMES = {"numpy", "tolist", "item"}
 
@@ -102,7 +108,8 @@ class DiagnosticCapture(ForwardCapture):
     def __init__(self, model: nn.Module | None = None, activations: bool = True) -> None:
         super().__init__(model, check_finite=True)
         self.seq = 0
-        self.param_ids = {id(p): n for n, p in model.named_parameters()} if model is not None else {}
+        self.params = ParamIndex(model)               # FSDP2's unsharded parameters too, as they appear
+        self.param_ids = self.params.names
         self.param_uses: dict[str, list[ParamUse]] = {}
         self.activations: list[Activation] = []
         self.inplace_calls: list[InplaceCall] = []
@@ -168,7 +175,7 @@ class DiagnosticCapture(ForwardCapture):
         self.customs.see(sys._getframe(1), user_location)
         name = _func_name(func)
         tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-        used = [self.param_ids[id(t)] for t in tensors if id(t) in self.param_ids]
+        used = self.params.names_of(tensors) if name not in METADATA_READS else []
         if used:
             grad_on = torch.is_grad_enabled()
             loc = None

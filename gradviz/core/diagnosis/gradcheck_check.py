@@ -19,6 +19,7 @@ from gradviz.core.diagnosis.customs import unrecorded_functions
 from gradviz.core.diagnosis.findings import Finding, fmt_num, fmt_params
 from gradviz.core.diagnosis.gradcheck import GradcheckReport, gradcheck_script
 from gradviz.core.diagnosis.numeric import Cancelled, ParamCheck, check_custom_call
+from gradviz.core.sharding import ShardedModelError, any_dtensor
 
 
 def _function_checks(ctx: Context) -> list[ParamCheck]:
@@ -41,6 +42,12 @@ def _drop_gradients(probe) -> None:
 
 def gradcheck_findings(ctx: Context) -> list[Finding]:
     probe, opts = ctx.probe, ctx.options
+    if any_dtensor(probe.model.parameters()):
+        raise ShardedModelError(
+            "the numerical gradient check does not run on a sharded model (FSDP2 / DTensor parameters)",
+            "It re-runs forward on a float64 copy as often as its time budget allows, and each forward of a "
+            "sharded model is a collective that every rank must run in step. Check the same model unsharded, "
+            "in one process (the script without fully_shard / parallelize_module).")
     _drop_gradients(probe)
     names = [n for n, p in probe.model.named_parameters() if p.requires_grad and n in probe.reached]
     report = gradcheck_script(ctx.script, params=names, samples=16, budget_s=opts.gradcheck_budget, seed=opts.seed,

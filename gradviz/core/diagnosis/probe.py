@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from gradviz.core import sharding
 from gradviz.core.devices import model_device, to_device
 from gradviz.core.diagnosis.diagnostic_capture import DiagnosticCapture
 from gradviz.core.script import ModelScript, ScriptError
@@ -103,6 +104,7 @@ def run_probe(script: ModelScript, *, step: int = 0, seed: int | None = 0, model
 
 def _name_nodes(probe: Probe) -> None:
     """The ids ``trace`` gives the same nodes (same walk, same naming)."""
+    probe.param_names = sharding.param_names(probe.model)      # FSDP2's unsharded parameters exist now
     nodes, _ = walk([probe.loss.grad_fn])
     input_names = {id(t): i for i, t in enumerate(probe.inputs)
                    if isinstance(t, torch.Tensor) and t.requires_grad}

@@ -19,6 +19,7 @@ from torch import nn
 from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_params
 from gradviz.core.diagnosis.probe import Probe
+from gradviz.core.sharding import type_name
 from gradviz.core.walk import is_leaf, walk
 
 NONDIFF_CALLS = {"argmax", "argmin", "argsort", "round", "sign", "floor", "ceil", "eq", "ne", "lt", "le", "gt",
@@ -130,7 +131,7 @@ def _finding(probe: Probe, cause: tuple, names: list[str], modules: dict[str, nn
     no_grad_txt = "get" if plural else "gets"
     if kind == "never-called":
         path = cause[1]
-        mtype = type(modules[path]).__name__ if path in modules else "module"
+        mtype = type_name(modules[path]) if path in modules else "module"
         location = _definition_line(probe.model, path)
         why = f"module `{path}` ({mtype}) is never called in forward"
         msg = (f"{what} {no_grad_txt} no gradient: {why}, so its parameters are not in the graph and never "

@@ -71,8 +71,9 @@ def incomplete(step: str, exc: BaseException, codes: tuple[str, ...] = ()) -> Fi
     reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}".rstrip(": ")
     text = str(exc).lower()
     oom = isinstance(exc, MemoryError) or "out of memory" in text or "can't allocate memory" in text
-    advice = ("Free memory (a smaller batch, fewer samples) and run it again."
-              if oom else "This is a problem in gradviz or in what the step needs from the script.")
+    advice = getattr(exc, "advice", None) or (
+        "Free memory (a smaller batch, fewer samples) and run it again."
+        if oom else "This is a problem in gradviz or in what the step needs from the script.")
     missing = f" ({', '.join(codes)} not checked)" if codes else ""
     return Finding("check-incomplete", "warning",
                    f"The step \u201c{step}\u201d could not run: {reason}. Its findings{missing} are missing from "

@@ -1,0 +1,142 @@
+"""trace under FSDP2 (2 CPU processes, gloo): the user's names, global shapes with the local shard, the
+reduce-scatter steps FSDP adds as labelled communication boxes, gradients equal to the unsharded model's."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import networkx as nx
+import pytest
+import torch
+
+from dist_harness import available, run_ranks
+
+pytestmark = pytest.mark.skipif(not available(), reason="torch.distributed with gloo is needed")
+
+SCRIPT = Path(__file__).parent / "scripts" / "fsdp_mlp.py"
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(f"fsdp_script_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _trace_worker(rank: int, world: int, tmp: Path) -> None:
+    import gradviz
+    from gradviz.core.export import to_node_link
+    from gradviz.core.grouping import collapse
+
+    graph = gradviz.trace(SCRIPT)
+    (tmp / f"graph{rank}.json").write_text(json.dumps(to_node_link(graph)))
+    boxes = collapse(graph, expanded={"", "fc1", "fc2", "fc3"})
+    opened = collapse(graph, expanded={"", "fc1", "fc2", "fc3", "fc2.[reduce-scatter]"})
+    (tmp / f"views{rank}.json").write_text(json.dumps({
+        "boxes": {n: {"label": a.get("label"), "members": a.get("members")} for n, a in boxes.nodes(data=True)},
+        "opened": sorted(opened.nodes), "acyclic": nx.is_directed_acyclic_graph(boxes)}))
+
+    # tensor mode, each rank its own data, as inside a training loop
+    script = _load(SCRIPT)
+    model = script.model()
+    x, y = script.batch(10 + rank)
+    with gradviz.capture(model) as cap:
+        loss = script.loss_fn(model(x), y)
+    traced = gradviz.trace(loss, model=model, capture=cap)
+    loss.backward()                                   # what FSDP itself makes of the gradients
+    out = {}
+    for name, p in model.named_parameters():
+        out[name] = [traced.nodes[f"param:{name}"]["grad_norm"], p.grad.full_tensor().norm().item()]
+    (tmp / f"tensor{rank}.json").write_text(json.dumps(out))
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("fsdp_graph")
+    run_ranks(_trace_worker, tmp)
+    return tmp
+
+
+def _reference(batches) -> dict[str, float]:
+    """Per-parameter gradient norms of the unsharded model, one process, the whole batch."""
+    script = _load(SCRIPT)
+    model = script.unsharded()
+    x = torch.cat([b[0] for b in batches])
+    y = torch.cat([b[1] for b in batches])
+    script.loss_fn(model(x), y).backward()
+    return {n: p.grad.norm().item() for n, p in model.named_parameters()}
+
+
+def test_names_shapes_and_shards(traced):
+    for rank in (0, 1):
+        data = json.loads((traced / f"graph{rank}.json").read_text())
+        nodes = {n["id"]: n for n in data["nodes"]}
+        params = sorted(n for n in nodes if n.startswith("param:"))
+        assert params == ["param:fc1.bias", "param:fc1.weight", "param:fc2.bias", "param:fc2.weight",
+                          "param:fc3.bias", "param:fc3.weight"]
+        assert not [n for n in nodes if n.startswith("leaf:")]          # no unnamed unsharded parameter
+        fc3 = nodes["param:fc3.weight"]
+        assert fc3["shape"] == [3, 32] and fc3["module"] == "fc3" and fc3["module_type"] == "Linear"
+        assert fc3["shard"] == {"global_shape": [3, 32], "local_shape": [[2, 32], [1, 32]][rank], "mesh": [2],
+                                "mesh_dims": None, "placements": ["Shard(0)"], "coordinate": [rank]}
+        units = data["graph"]["sharding"]["fsdp_units"]
+        assert [u["module"] for u in units] == ["fc1", "fc2", "fc3"]
+        assert units[1]["params"] == ["fc2.weight", "fc2.bias"] and units[1]["reshard_after_forward"]
+        assert data["graph"]["sharding"]["rank"] == rank and data["graph"]["sharding"]["world_size"] == 2
+
+
+def test_user_ops_keep_names_modules_and_lines(traced):
+    data = json.loads((traced / "graph0.json").read_text())
+    lines = SCRIPT.read_text().splitlines()
+    addmm = [n for n in data["nodes"] if n["label"] == "addmm"]
+    assert sorted(n["module"] for n in addmm) == ["fc1", "fc2", "fc3"]
+    for n in addmm:
+        path, _, line = n["location"].rpartition(":")
+        assert Path(path).name == SCRIPT.name
+        assert f"self.{n['module']}(" in lines[int(line) - 1]
+
+
+def test_reduce_scatter_steps_are_a_labelled_group(traced):
+    data = json.loads((traced / "graph0.json").read_text())
+    comm = [n for n in data["nodes"] if n.get("comm")]
+    # one on each sharded module's inputs (trace makes the batch require grad: fc1's too)
+    assert sorted(n["module"] for n in comm) == ["fc1.[reduce-scatter]", "fc2.[reduce-scatter]",
+                                                  "fc3.[reduce-scatter]"]
+    for n in comm:
+        assert n["op"] == "RegisterPostBackwardFunctionBackward"
+        assert n["label"] == "FSDP reduce-scatter" and n["module_type"] == "FSDP communication"
+        owner = n["comm"]["module"]
+        assert n["comm"]["kind"] == "reduce-scatter" and n["comm"]["params"] == [f"{owner}.weight", f"{owner}.bias"]
+        assert "again before backward" in n["comm"]["all_gather"]
+        # it passes gradients through: the same norm as the op of the module before it
+        (pred,) = [e["source"] for e in data["edges"] if e["target"] == n["id"]]
+        assert n["grad_norm"] == pytest.approx(next(m for m in data["nodes"] if m["id"] == pred)["grad_norm"])
+    modules = data["graph"]["modules"]
+    assert modules["fc2.[reduce-scatter]"]["type"] == "FSDP communication"
+    assert modules["fc2.[reduce-scatter]"]["parent"] == "fc2" and modules["fc2.[reduce-scatter]"]["nodes"] == 1
+    views = json.loads((traced / "views0.json").read_text())
+    box = views["boxes"]["group:fc2.[reduce-scatter]"]
+    assert box["label"] == "fc2.[reduce-scatter] (FSDP communication)" and len(box["members"]) == 1
+    assert views["acyclic"]
+    assert "group:fc2.[reduce-scatter]" not in views["opened"]           # opened: the node itself
+    assert any(n in views["opened"] for n in box["members"])
+
+
+def test_parameter_gradients_are_the_unsharded_models(traced):
+    script = _load(SCRIPT)
+    reference = _reference([script.batch(0), script.batch(0)])          # script mode: batch(0) on both ranks
+    for rank in (0, 1):
+        nodes = {n["id"]: n for n in json.loads((traced / f"graph{rank}.json").read_text())["nodes"]}
+        for name, expected in reference.items():
+            assert nodes[f"param:{name}"]["grad_norm"] == pytest.approx(expected, rel=1e-5), (rank, name)
+
+
+def test_tensor_mode_gives_the_reduced_gradient(traced):
+    script = _load(SCRIPT)
+    reference = _reference([script.batch(10), script.batch(11)])       # each rank its own half
+    for rank in (0, 1):
+        seen = json.loads((traced / f"tensor{rank}.json").read_text())
+        for name, (traced_norm, fsdp_norm) in seen.items():
+            assert traced_norm == pytest.approx(fsdp_norm, rel=1e-5), (rank, name)
+            assert traced_norm == pytest.approx(reference[name], rel=1e-5), (rank, name)
