@@ -14,6 +14,7 @@ under ``tmp_path``). Made for a loaded 2-core machine shared with other test run
 from __future__ import annotations
 
 import datetime
+import importlib.util
 import os
 import sys
 import time
@@ -62,3 +63,11 @@ def run_ranks(fn, tmp_path: Path, *args, world: int = 2, timeout: float = RUN_TI
             if p.is_alive():
                 p.kill()
                 p.join(10)
+
+
+def load_module(path: Path):
+    """A test script imported as a module of its own (its ``unsharded()`` builds the reference model)."""
+    spec = importlib.util.spec_from_file_location(f"dist_script_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

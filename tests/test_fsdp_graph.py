@@ -2,7 +2,6 @@
 reduce-scatter steps FSDP adds as labelled communication boxes, gradients equal to the unsharded model's."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -10,18 +9,11 @@ import networkx as nx
 import pytest
 import torch
 
-from dist_harness import available, run_ranks
+from dist_harness import available, load_module, run_ranks
 
 pytestmark = pytest.mark.skipif(not available(), reason="torch.distributed with gloo is needed")
 
 SCRIPT = Path(__file__).parent / "scripts" / "fsdp_mlp.py"
-
-
-def _load(path: Path):
-    spec = importlib.util.spec_from_file_location(f"fsdp_script_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _trace_worker(rank: int, world: int, tmp: Path) -> None:
@@ -38,7 +30,7 @@ def _trace_worker(rank: int, world: int, tmp: Path) -> None:
         "opened": sorted(opened.nodes), "acyclic": nx.is_directed_acyclic_graph(boxes)}))
 
     # tensor mode, each rank its own data, as inside a training loop
-    script = _load(SCRIPT)
+    script = load_module(SCRIPT)
     model = script.model()
     x, y = script.batch(10 + rank)
     with gradviz.capture(model) as cap:
@@ -60,7 +52,7 @@ def traced(tmp_path_factory):
 
 def _reference(batches) -> dict[str, float]:
     """Per-parameter gradient norms of the unsharded model, one process, the whole batch."""
-    script = _load(SCRIPT)
+    script = load_module(SCRIPT)
     model = script.unsharded()
     x = torch.cat([b[0] for b in batches])
     y = torch.cat([b[1] for b in batches])
@@ -124,7 +116,7 @@ def test_reduce_scatter_steps_are_a_labelled_group(traced):
 
 
 def test_parameter_gradients_are_the_unsharded_models(traced):
-    script = _load(SCRIPT)
+    script = load_module(SCRIPT)
     reference = _reference([script.batch(0), script.batch(0)])          # script mode: batch(0) on both ranks
     for rank in (0, 1):
         nodes = {n["id"]: n for n in json.loads((traced / f"graph{rank}.json").read_text())["nodes"]}
@@ -133,7 +125,7 @@ def test_parameter_gradients_are_the_unsharded_models(traced):
 
 
 def test_tensor_mode_gives_the_reduced_gradient(traced):
-    script = _load(SCRIPT)
+    script = load_module(SCRIPT)
     reference = _reference([script.batch(10), script.batch(11)])       # each rank its own half
     for rank in (0, 1):
         seen = json.loads((traced / f"tensor{rank}.json").read_text())

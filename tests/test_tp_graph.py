@@ -2,25 +2,17 @@
 placements per parameter, the DTensor boundaries as communication boxes, gradients equal to the unsharded model's."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from dist_harness import available, run_ranks
+from dist_harness import available, load_module, run_ranks
 
 pytestmark = pytest.mark.skipif(not available(), reason="torch.distributed with gloo is needed")
 
 SCRIPT = Path(__file__).parent / "scripts" / "tp_mlp.py"
-
-
-def _load():
-    spec = importlib.util.spec_from_file_location("tp_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _worker(rank: int, world: int, tmp: Path) -> None:
@@ -65,7 +57,7 @@ def test_dtensor_boundaries_are_communication_boxes(graphs):
 
 
 def test_gradients_equal_the_unsharded_model(graphs):
-    script = _load()
+    script = load_module(SCRIPT)
     model = script.unsharded()
     x, y = script.batch(0)                       # tensor parallelism: the same batch on every rank
     x.requires_grad_(True)
