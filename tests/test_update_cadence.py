@@ -51,3 +51,15 @@ def test_the_first_costly_measurement_is_forgotten():
     c.update_took(1.0)                                 # the first snapshot allocates
     c.update_took(1e-5)
     assert math.isclose(c.update_cost, 1.5e-5)
+
+
+def test_a_replanned_interval_is_agreed_on():
+    """Ranks with sharded parameters reduce their statistics together: each re-plan goes
+    through ``agree`` (the watch passes the largest over the ranks)."""
+    asked = []
+    c = UpdateCadence(agree=lambda planned: asked.append(planned) or 7)
+    c.update_took(0.01)
+    for s in range(61):
+        c.step_took(0.001)
+        c.due(s)
+    assert len(asked) == 2 and c.auto_every == 7

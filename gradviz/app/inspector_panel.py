@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QFrame, QGroupBox
                                QScrollArea, QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from gradviz.app.formatting import alarm_css, count, num, shape
+from gradviz.core.sharding import fmt_layout
 from gradviz.app import inspector_memory as mem
 from gradviz.app.histogram import Histogram
 from gradviz.app.theme import palette_theme
@@ -173,6 +174,10 @@ class InspectorPanel(QScrollArea):
             idf.add("shape", f"{shape(attrs.get('shape'))}  {attrs.get('dtype', '')}  {attrs.get('device', '')}")
         if kind == "loss" and attrs.get("value") is not None:
             idf.add("value", num(attrs.get("value")))
+        if attrs.get("shard"):               # a sharded (FSDP2 / DTensor) parameter: global shape above
+            idf.add("shard", fmt_layout(attrs["shard"]).split(" ", 1)[1])
+        if attrs.get("comm"):                # a communication step FSDP2 / DTensor put into the graph
+            idf.add("communication", f"{attrs['comm']['via']} {attrs['comm']['kind']}: {attrs['comm']['what']}")
         if kind == "param":
             idf.add("requires_grad", str(attrs.get("requires_grad", True)))
             if attrs.get("reachable") is False:

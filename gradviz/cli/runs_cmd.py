@@ -15,7 +15,8 @@ def add_parser(sub) -> None:
                        description="Inspect runs recorded with gradviz.watch (.gvrun files).")
     runs_sub = p.add_subparsers(dest="runs_command", metavar="ACTION")
     show = runs_sub.add_parser("show", help="summary: steps, last loss, gradient norms, ranks, findings")
-    show.add_argument("run", help="run file (run.gvrun finds its run.rankN.gvrun files too)")
+    show.add_argument("run", help="run file (run.gvrun finds its run.rankN.gvrun files too), or a folder "
+                      "holding the rank files of one run")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
     from gradviz.cli.runs_diff_cmd import add_diff_parser   # views': gradviz runs diff
 
@@ -61,12 +62,15 @@ def _fmt(x) -> str:
 
 
 def _text(info: dict) -> str:
+    from gradviz.core.record.analysis import shard_lines
+
     lines = []
     for r in info["ranks"]:
         created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r["created"])) if r.get("created") else "-"
         head = f"{r['path']}"
         if r["world_size"] > 1:
-            head += f"  (rank {r['rank']} of {r['world_size']})"
+            head += f"  (rank {r['rank']} of {r['world_size']}"
+            head += f", node {r['node']} of {r['nodes']})" if r.get("nodes", 1) > 1 else ")"
         lines.append(head)
         lines.append(f"  model {r['model_class']}, {r['n_params']} parameters; {r['hostname']} pid {r['pid']}, "
                      f"created {created}, {r['status']}")
@@ -77,6 +81,7 @@ def _text(info: dict) -> str:
             lines.append(f"  global grad norm: last {_fmt(g['last'])}, min {_fmt(g['min'])}, median "
                          f"{_fmt(g['median'])}, max {_fmt(g['max'])}")
         lines.append(f"  node norms at {r['node_steps']} steps, {r['graphs']} graph structure(s)")
+    lines += shard_lines(info["ranks"])
     if info["findings"]:
         lines.append("findings:")
         for f in info["findings"]:

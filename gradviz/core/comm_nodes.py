@@ -48,6 +48,15 @@ COMM_KINDS = {
     "_Reduce": ("reduce", "c10d", "reduce"),
 }
 TYPE_OF = {"FSDP": "FSDP communication", "DTensor": "DTensor communication", "c10d": "collective"}
+# what a step does, for the inspector (by kind)
+WHAT = {
+    "reduce-scatter": "when the gradient reaches this point the module's backward is done: its parameters' "
+                      "gradients are reduce-scattered into their shards (averaged over the ranks)",
+    "to DTensor": "this rank's local tensor wrapped as a DTensor (no data moves forward; backward may "
+                  "redistribute)",
+    "to local": "a DTensor unwrapped to this rank's local piece",
+    "redistribute": "a change of DTensor placements: an all-gather, all-reduce or reduce-scatter across the mesh",
+}
 
 
 def _comm_kind(attrs: dict) -> tuple[str, str, str] | None:
@@ -69,13 +78,16 @@ def annotate(graph: nx.DiGraph, model: nn.Module | None) -> int:
     taken: dict[str, int] = {}
     for run in _runs(graph, found):
         owner = graph.nodes[run[0]].get("module", "")
+        if found[run[0]][1] == "FSDP":
+            owner = _fsdp_owner(graph, run, units) or owner
         kind, via, _ = found[run[0]]
         base = f"{owner}.[{kind}]" if owner else f"[{kind}]"
         taken[base] = taken.get(base, 0) + 1
         path = base if taken[base] == 1 else f"{base[:-1]} {taken[base]}]"
         for nid in run:
             k, v, label = found[nid]
-            info = {"kind": k, "via": v, "module": owner, "group": path}
+            info = {"kind": k, "via": v, "module": owner, "group": path,
+                    "what": WHAT.get(k, f"a {k} across the process group")}
             unit = units.get(owner) if v == "FSDP" else None
             if unit is not None:
                 info.update(params=list(unit["params"]), mesh=list(unit["mesh"]),
@@ -83,6 +95,26 @@ def annotate(graph: nx.DiGraph, model: nn.Module | None) -> int:
                             if unit["reshard_after_forward"] else "before forward (kept for backward)")
             graph.nodes[nid].update(comm=info, label=label, module=path, module_type=TYPE_OF[v])
     return len(found)
+
+
+def _fsdp_owner(graph: nx.DiGraph, run: list[str], units: dict[str, dict]) -> str | None:
+    """The FSDP module whose inputs a reduce-scatter node sits on: the deepest FSDP module holding
+    every op that takes its outputs (a block's first op may be a sub-layer's: GPT-2's ``ln_1``)."""
+    users = [graph.nodes[s].get("module") or "" for nid in run for s in graph.successors(nid) if s not in run]
+    if not users:
+        return None
+    common = users[0].split(".") if users[0] else []
+    for path in users[1:]:
+        parts = path.split(".") if path else []
+        n = 0
+        while n < min(len(common), len(parts)) and common[n] == parts[n]:
+            n += 1
+        common = common[:n]
+    for n in range(len(common), -1, -1):
+        path = ".".join(common[:n])
+        if path in units:
+            return path
+    return ".".join(common) if not units else None
 
 
 def _runs(graph: nx.DiGraph, found: dict[str, tuple]) -> list[list[str]]:

@@ -123,4 +123,6 @@ def add_param_node(graph: nx.DiGraph, name: str, p: torch.Tensor) -> str:
                        dtype=str(p.dtype).replace("torch.", ""), device=str(p.device), outputs=[],
                        module=name.rpartition(".")[0], module_type="", location="", code="", call="",
                        saved=[], custom=None, reachable=False)
+    if (shard := sharding.layout(p)) is not None:
+        graph.nodes[nid]["shard"] = shard       # a DTensor: global and local shape, mesh, placements
     return nid

@@ -17,18 +17,23 @@ The sampler keeps no reference to the graph after ``sample`` returns.
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from gradviz.core.shard_sum import local_squares, settled, shard_totals, whole_squares
+from gradviz.core.sharding import any_dtensor, is_dtensor, whole
 from gradviz.core.stats import norm_values, tensor_stats
 from gradviz.core.walk import node_ids_for, root_ids, walk  # noqa: F401  (re-exported)
 
 __all__ = ["NodeNormSampler", "HookPlan", "hook_plan", "node_ids_for", "root_ids", "prepare_inputs"]
 
 _HOST_DTYPES = frozenset({torch.float32, torch.float64})
+_TENSOR = torch.Tensor
+_CPU = torch.device("cpu")
 _numpy = torch.Tensor.numpy
 _vdot = np.vdot
 _MEMORY_ORDER: dict[tuple, tuple] = {}       # strides -> the axis order that walks memory forwards
@@ -149,6 +154,23 @@ def hook_plan(nodes: Sequence[Any], edges: Sequence[tuple[Any, Any, int]], skip:
                     copies, [source[i] for i in copies])
 
 
+def _add_shards(values: np.ndarray, shards: list[tuple[int, Any, float]], missing: float) -> None:
+    """Norms of nodes whose gradients were DTensors: the local squares of every such node summed over
+    the shards in one all-reduce (every rank ran the same graph: the same list, in the same order),
+    plus any plain outputs of the same node."""
+    metas = [(i, g) for i, (_, g, _) in enumerate(shards) if g is not None]
+    sq = np.array([v for _, _, v in shards], dtype=np.float64)
+    if metas:
+        idx = [i for i, _ in metas]
+        sq[idx] = shard_totals([g for _, g in metas], torch.from_numpy(sq[idx])).cpu().numpy()
+    totals: dict[int, float] = {}
+    for (k, _, _), v in zip(shards, sq):
+        totals[k] = totals.get(k, 0.0) + float(v)
+    for k, v in totals.items():
+        base = values[k]
+        values[k] = math.sqrt(v + (base * base if base != missing and base == base else 0.0))
+
+
 def _device_norm(g: torch.Tensor) -> torch.Tensor:
     """A 0-d float32 norm computed where the gradient lives (no host sync)."""
     g = norm_values(g)
@@ -206,9 +228,14 @@ class NodeNormSampler:
         n = len(nodes)
         host: list[Any] = [None] * n              # squared norms computed on the host (CPU grads)
         dev: dict[int, torch.Tensor] = {}         # norms computed on the device (0-d tensors)
+        shards: list[tuple[int, Any, float]] = []  # DTensor gradients: (node, the DTensor, local squared norm)
         live = [True]
 
         def put_one(k: int, g: torch.Tensor) -> None:
+            if type(g) is not _TENSOR and is_dtensor(g):      # tensor parallelism: summed over shards below
+                g = settled(g)
+                shards.append((k, g, float(local_squares([g], _CPU)[0])))
+                return
             sq = _host_sq(g)
             if sq is None:
                 dev[k] = _device_norm(g)
@@ -221,6 +248,13 @@ class NodeNormSampler:
                     put_one(k, grads[0])
                 return
             gs = [g for g in grads if g is not None]         # a node with several outputs
+            if any_dtensor(gs):
+                for g in gs:
+                    if is_dtensor(g):
+                        put_one(k, g)
+                    else:
+                        shards.append((k, None, float(local_squares([g], _CPU)[0])))
+                return
             if gs:
                 sqs = [_host_sq(g) for g in gs]
                 if None in sqs:
@@ -276,7 +310,9 @@ class NodeNormSampler:
                 except RuntimeError:                 # mixed devices / dtypes
                     stacked = torch.stack([t.to(parts[0].device, torch.float32) for t in parts])
             values[keys] = stacked.to("cpu", torch.float64).numpy()
-        self.hook_calls += len(ran) + len(dev)
+        if shards:
+            _add_shards(values, shards, missing)
+        self.hook_calls += len(ran) + len(dev) + len(shards)
         if plan is not None and len(plan.copies):
             values[plan.copies] = values[plan.sources]
         return values
@@ -324,6 +360,7 @@ class NodeNormSampler:
             def keep_detail(grad_outputs):
                 gs = [g for g in grad_outputs if g is not None]
                 if live[0] and gs:
+                    gs = whole(gs)                       # DTensors gathered (every rank samples the same node)
                     self.last_detail = (detail, tensor_stats(gs if unscale is None else [g / unscale for g in gs]))
             nodes[ids.index(detail)].register_prehook(keep_detail)
 
@@ -348,7 +385,9 @@ class NodeNormSampler:
             for name, p in self._params:
                 if p.grad is None:
                     result[f"param:{name}"] = None
-            if present:
+            if present and any_dtensor(g for _, g in present):      # whole-tensor norms, one all-reduce
+                result.update(zip([nid for nid, _ in present], np.sqrt(whole_squares([g for _, g in present])).tolist()))
+            elif present:
                 with torch.no_grad():
                     norms = torch._foreach_norm([norm_values(g) for _, g in present])
                     host = torch.stack([t.to(norms[0].device, torch.float32) for t in norms]).cpu().tolist()

@@ -34,7 +34,7 @@ from gradviz.core.errors import GradvizError
 
 log = logging.getLogger(__name__)
 
-__all__ = ["user_class", "type_name", "is_dtensor", "any_dtensor", "local", "placement_text", "layout", "param_layouts",
+__all__ = ["user_class", "type_name", "is_dtensor", "any_dtensor", "local", "placement_text", "layout", "fmt_layout",
            "unsharded_aliases", "param_names", "weight_tensors", "fsdp_units", "full_tensor", "whole", "whole_params",
            "ParamIndex", "ShardedModelError"]
 
@@ -103,9 +103,16 @@ def layout(t: torch.Tensor) -> dict | None:
             "coordinate": list(coordinate) if coordinate is not None else None}
 
 
-def param_layouts(named: Iterable[tuple[str, torch.Tensor]]) -> dict[str, dict]:
-    """{name: layout} of the sharded ones among named parameters (empty for an unsharded model)."""
-    return {name: lay for name, p in named if (lay := layout(p)) is not None}
+def fmt_layout(lay: dict | None) -> str:
+    """``16x8 Shard(0) on mesh 2: local 8x8`` (a ``layout``) for ``runs show`` and the inspector."""
+    if not lay:
+        return "not sharded"
+
+    def dims(shape):
+        return "x".join(map(str, shape)) or "scalar"
+    names = f" ({', '.join(lay['mesh_dims'])})" if lay.get("mesh_dims") else ""
+    return (f"{dims(lay['global_shape'])} {', '.join(lay['placements'])} on mesh {dims(lay['mesh'])}{names}: "
+            f"local {dims(lay['local_shape'])}")
 
 
 def user_class(module: nn.Module) -> type:

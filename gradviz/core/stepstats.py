@@ -12,8 +12,9 @@
 
 How the norms are reduced is one strategy object, chosen once from the parameters
 (``gradviz.core.stepstats_norms.make_strategy``): ``host`` (numpy/BLAS dot products on views of
-CPU tensors), ``native`` (the same in one C++ call, ``gradviz.core.native``) or ``device``
-(``torch._foreach_norm``, no host sync until the numbers are read). A strategy returns the
+CPU tensors), ``native`` (the same in one C++ call, ``gradviz.core.native``), ``device``
+(``torch._foreach_norm``, no host sync until the numbers are read) or ``sharded`` (``DTensor``
+parameters: whole-tensor norms from the local pieces, one collective per step). A strategy returns the
 step's measured numbers as a ``StepNumbers``; turning those into arrays is one function,
 ``step_columns``, for one row or many (the training window and the recorder convert batches).
 
@@ -77,7 +78,7 @@ class StepStats:
 
     @property
     def strategy(self) -> str:
-        """``host``, ``native`` or ``device``: how the norms are reduced."""
+        """``host``, ``native``, ``device`` or ``sharded`` (DTensor parameters): how the norms are reduced."""
         return self.norms.name
 
     def begin(self) -> None:

@@ -11,7 +11,8 @@ A strategy owns its parameters' buffers (views, the weight snapshot) and answers
 Strategies (``STRATEGIES``): ``host`` (numpy BLAS on views of CPU float tensors,
 ``gradviz.core.stepstats_cpu``), ``native`` (the host strategy whose common step -- gradient
 norms only -- is one C++ call), ``device`` (``torch._foreach_norm``, one host copy when read,
-``gradviz.core.stepstats_device``).
+``gradviz.core.stepstats_device``), ``sharded`` (DTensor parameters -- FSDP2, tensor parallelism: the
+norms of whole tensors from every rank's shard, one all-reduce a step, ``gradviz.core.stepstats_sharded``).
 """
 from __future__ import annotations
 
@@ -20,9 +21,11 @@ from typing import Protocol, Sequence
 
 import torch
 
+from gradviz.core.sharding import any_dtensor
+
 __all__ = ["StepNumbers", "NormStrategy", "make_strategy", "present_grads", "STRATEGIES", "HOST_MAX_NUMEL"]
 
-STRATEGIES = ("host", "native", "device")
+STRATEGIES = ("host", "native", "device", "sharded")
 HOST_MAX_NUMEL = 50_000_000     # the host strategy up to this many parameter elements (2 extra copies)
 _HOST_DTYPES = (torch.float32, torch.float64)
 
@@ -79,9 +82,12 @@ def _host_fits(params: Sequence[torch.Tensor]) -> bool:
 
 def make_strategy(params: list[torch.Tensor], kind: str | None = None) -> NormStrategy:
     """The strategy for ``params``: ``kind`` if given (one of ``STRATEGIES``), else the
-    fastest that fits: native/host for CPU float tensors (native when the accelerator is built and loaded), device otherwise."""
+    fastest that fits: sharded for DTensor parameters, native/host for CPU float tensors (native when the accelerator is built and loaded), device otherwise."""
     if kind is not None and kind not in STRATEGIES:
         raise ValueError(f"unknown norm strategy {kind!r} (one of {', '.join(STRATEGIES)})")
+    if kind == "sharded" or (kind is None and any_dtensor(params)):
+        from gradviz.core.stepstats_sharded import ShardedNorms
+        return ShardedNorms(params)
     if kind == "device" or (kind is None and not _host_fits(params)):
         from gradviz.core.stepstats_device import DeviceNorms
         return DeviceNorms(params)

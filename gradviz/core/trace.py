@@ -385,8 +385,6 @@ def _fill_param_stats(graph: nx.DiGraph, model: nn.Module, grads: dict[str, Any]
             norms.add(nid, "grad", [grad])
             norms.add(nid, "value", [value])
         attrs["requires_grad"] = p.requires_grad
-        if (shard := sharding.layout(p)) is not None:
-            attrs["shard"] = shard          # global and local shape, mesh, placements
     norms.fill(graph)
 
 

@@ -10,6 +10,7 @@ under ``UPDATE_BUDGET`` of the step time; unmeasured steps have NaN.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 __all__ = ["UPDATE_BUDGET", "UpdateCadence"]
 
@@ -20,10 +21,15 @@ WARMUP_STEPS = 10              # measure every step until then (the first costs 
 
 class UpdateCadence:
     """``due(step)``: measure update ratios on this step? ``every=N`` forces every N steps
-    (0: never); ``None`` plans from the costs reported with ``step_took`` and ``update_took``."""
+    (0: never); ``None`` plans from the costs reported with ``step_took`` and ``update_took``.
 
-    def __init__(self, every: int | None = None) -> None:
+    ``agree``: called with each re-planned interval, returns the one to use. Ranks whose
+    statistics need a collective (sharded parameters) must measure on the same steps: there
+    it is the largest interval any rank planned (one all-reduce per re-plan)."""
+
+    def __init__(self, every: int | None = None, agree: Callable[[int], int] | None = None) -> None:
         self.every = every
+        self.agree = agree
         self.auto_every = 1
         self.update_cost = 0.0         # EMA, seconds the ratios cost on a measured step
         self.step_cost = 0.0           # EMA, seconds a step takes
@@ -32,8 +38,10 @@ class UpdateCadence:
     def due(self, step: int) -> bool:
         every = self.every
         if every is None:
-            if step >= WARMUP_STEPS and step % REPLAN_EVERY == WARMUP_STEPS and self.step_cost > 0:
-                self.auto_every = max(1, math.ceil(self.update_cost / (UPDATE_BUDGET * self.step_cost)))
+            if step >= WARMUP_STEPS and step % REPLAN_EVERY == WARMUP_STEPS:
+                planned = max(1, math.ceil(self.update_cost / (UPDATE_BUDGET * self.step_cost))) \
+                    if self.step_cost > 0 else self.auto_every
+                self.auto_every = planned if self.agree is None else self.agree(planned)
             every = self.auto_every
         return every > 0 and step % every == 0
 

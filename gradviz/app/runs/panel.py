@@ -112,6 +112,7 @@ class RunPanel(QWidget):
         self.graph_id: int | None = None
         self.shown_graph_id: int | None = None       # the graph id on screen (a new one is laid out)
         self.step_loss: float | None = None          # the loss of the step chosen last
+        self.shard_text = ""                          # the shard layout of a sharded run (title tooltip)
 
         self.title = QLabel("No run open. File ▸ Open run…")
         self.title.setWordWrap(True)
@@ -154,6 +155,7 @@ class RunPanel(QWidget):
     def open(self, path: str | Path, doc: Document | None = None) -> dict:
         """Open a run into ``doc`` (raises RecordError for a bad file; the panel is then empty)."""
         from gradviz.core.record.reader import open_ranks
+        from gradviz.core.record.analysis import shard_lines
         from gradviz.core.record.rundata import summarize
 
         readers = open_ranks(path)
@@ -181,6 +183,7 @@ class RunPanel(QWidget):
             self.last_step[rank] = int(steps["step"][-1]) if len(steps["step"]) else None
         self.node_steps = node_steps
         self.set_findings(info["findings"])
+        self.shard_text = "\n".join(shard_lines(info["ranks"]))     # FSDP2 / DTensor layout, if sharded
         self._update_title()
         self._reset_slider(select_last=True)
         self.opened.emit(info)
@@ -196,6 +199,7 @@ class RunPanel(QWidget):
         self.paths, self.ranks, self.meta = [], [], {}
         self.node_steps, self.n_steps, self.last_step = [], {}, {}
         self.graph_id = self.shown_graph_id = None
+        self.shard_text = ""
         self.doc = None
         self.step_loss = None
         self.curves.clear()
@@ -211,8 +215,11 @@ class RunPanel(QWidget):
         name = self.paths[0].name if len(self.paths) == 1 else f"{self.paths[0].name} … ({len(self.paths)} ranks)"
         steps = self.n_steps.get(self.ranks[0], 0)
         status = m.get("status", "")
+        sharded = f", {len(m['param_shards']) - m['param_shards'].count(None)} sharded parameters (hover: layout)" \
+            if m.get("param_shards") else ""
         self.title.setText(f"<b>{name}</b> — {m.get('model_class', '').rsplit('.', 1)[-1]}, {steps} steps, "
-                           f"node norms at {len(self.node_steps)} steps ({status})")
+                           f"node norms at {len(self.node_steps)} steps ({status}){sharded}")
+        self.title.setToolTip(self.shard_text)
 
     def _reset_slider(self, select_last: bool = False) -> None:
         n = len(self.node_steps)

@@ -182,4 +182,31 @@ def _rank_summary(run: "RunData") -> dict[str, Any]:
                        "last": json_num(g[-1])} if len(fin) else None),
         "node_steps": len(run.node_steps), "graphs": len(run.graphs),
         "seconds": float(s["time"][-1] - s["time"][0]) if n > 1 else 0.0,
+        "node": meta.get("node", 0), "nodes": meta.get("nodes", 1), "local_rank": meta.get("local_rank"),
+        "norms": meta.get("norms"), "shards": _shards(run),
     }
+
+
+def _shards(run: "RunData") -> dict[str, dict] | None:
+    """{parameter: layout} of the sharded (DTensor) parameters of this rank (None: none)."""
+    layouts = run.meta.get("param_shards")
+    if not layouts:
+        return None
+    return {name: lay for name, lay in zip(run.param_names, layouts) if lay}
+
+
+def shard_lines(ranks: list[dict]) -> list[str]:
+    """The shard layout of a sharded run: each parameter's global shape and placements, and
+    the local shape every rank holds (``ranks``: ``summary()["ranks"]``); [] when nothing is sharded."""
+    sharded = [r for r in ranks if r.get("shards")]
+    if not sharded:
+        return []
+    from gradviz.core.sharding import fmt_layout
+
+    first = sharded[0]["shards"]
+    lines = [f"shard layout ({len(first)} sharded parameters; local shapes by rank):"]
+    for name, layout in first.items():
+        local = ", ".join(f"{r['rank']}: {'x'.join(map(str, r['shards'][name]['local_shape'])) or 'scalar'}"
+                          for r in sharded if name in r["shards"])
+        lines.append(f"  {name}: {fmt_layout(layout).rsplit(': local', 1)[0]}; local {local}")
+    return lines

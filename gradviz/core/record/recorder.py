@@ -59,9 +59,13 @@ evaluation, a stalled data loader) a background thread commits what is buffered
 process loses at most the last ``commit_seconds`` of steps.
 
 Files: SQLite, see ``gradviz.core.record.schema``. Under ``torch.distributed``
-(world size > 1) each rank writes its own file: ``run.gvrun`` -> ``run.rank0.gvrun``,
-``run.rank1.gvrun`` ... (or format ``{rank}`` in the path), with rank and world size
-in the meta table. Errors writing the file raise ``RecordError`` from the
+(world size > 1, from the process group or torchrun's environment) each rank writes its own
+file: ``run.gvrun`` -> ``run.rank0.gvrun``, ``run.rank1.gvrun`` ... (``run.node1.rank5.gvrun``
+when the world spans several nodes; or format ``{rank}``/``{node}`` in the path), with rank,
+world size, node and, for sharded (FSDP2 / DTensor) parameters, each one's shard layout in
+the meta table. Sharded parameters' gradient norms are those of the full gradients (one
+collective per step sums the ranks' pieces: ``gradviz.core.stepstats_sharded``), the same
+on every rank; so every rank must call ``w.step`` for the same steps. Errors writing the file raise ``RecordError`` from the
 constructor (bad path) or from ``w.step`` (disk full; a background commit's error at the
 next ``w.step`` or ``close``), never silently later.
 """
@@ -81,11 +85,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from gradviz.core.record.ddp import dist_info, unwrap_model
+from gradviz.core.record.commits import BACKGROUND_COMMITS
+from gradviz.core.record.ddp import dist_info, node_info, unwrap_model
 from gradviz.core.record.rows import store_rows
 from gradviz.core.record.sampling import NodeRecording
 from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
 from gradviz.core.record.writer import RunWriter
+from gradviz.core.sharding import any_dtensor, layout
 from gradviz.core.stepstats import StepStats
 from gradviz.core.update_cadence import UpdateCadence
 from gradviz.core.version import __version__
@@ -112,7 +118,8 @@ class Watch:
         drank, dworld = dist_info()
         self.rank = drank if rank is None else int(rank)
         self.world_size = dworld if world_size is None else int(world_size)
-        self.path = rank_path(path, self.rank, self.world_size)
+        self.node, self.n_nodes = node_info()
+        self.path = rank_path(path, self.rank, self.world_size, self.node, self.n_nodes)
         self.stats = StepStats(self.module.named_parameters(), track_updates=optimizer is not None)
         self.param_names = list(self.stats.names)
         self._writer = RunWriter(self.path, self._meta(model), overwrite=overwrite, commit_every=commit_every,
@@ -124,13 +131,15 @@ class Watch:
         # the background commit takes rows from it while w.step appends (both atomic)
         self._rows: collections.deque[tuple] = collections.deque()
         self._commit_every = max(1, int(commit_every))
-        self._commit_seconds = float(commit_seconds)
+        self.commit_seconds = float(commit_seconds)
         # the first step is committed at once: a path that cannot take rows (a full disk) fails
         # in the user's loop at step 0; later commits come every commit_seconds (or commit_every rows)
         self._last_flush = -math.inf
         self._background_error: RecordError | None = None
         self._on_cpu = self.stats.device.type == "cpu"
-        self._cadence = UpdateCadence(update_ratio_every)      # update ratios: None = auto
+        # update ratios: None = auto; sharded parameters: the same steps on every rank (a collective each)
+        self._cadence = UpdateCadence(update_ratio_every,
+                                      agree=_largest_over_ranks if self.stats.strategy == "sharded" else None)
         self._t_prev: float | None = None
         self._upd_now = False
         self._upd_cost = 0.0
@@ -151,7 +160,7 @@ class Watch:
         self._writer.before_commit = weakref.WeakMethod(self._drain)
         # interpreter exit commits what is buffered (weakref.finalize runs at exit)
         self._finalizer = weakref.finalize(self, _close_writer, self._writer)
-        _BACKGROUND.add(self)
+        BACKGROUND_COMMITS.add(self)
 
     def _meta(self, model: nn.Module) -> dict[str, Any]:
         params, optimizer = self.stats.params, self.optimizer
@@ -164,6 +173,8 @@ class Watch:
             "world_size": self.world_size, "hostname": socket.gethostname(), "pid": os.getpid(),
             "every": self.every, "optimizer": type(optimizer).__name__ if optimizer is not None else None,
             "device": str(self.stats.device), "argv": list(sys.argv), "status": "running",
+            "node": self.node, "nodes": self.n_nodes, "local_rank": _local_rank(), "norms": self.stats.strategy,
+            "param_shards": [layout(p) for p in params] if any_dtensor(params) else None,
         }
 
     # -- public -----------------------------------------------------------
@@ -199,7 +210,7 @@ class Watch:
         else:
             self._awaiting_update = True
         rows = self._rows
-        if rows and (len(rows) >= self._commit_every or time.monotonic() - self._last_flush >= self._commit_seconds):
+        if rows and (len(rows) >= self._commit_every or time.monotonic() - self._last_flush >= self.commit_seconds):
             self._flush()
         every = self.every
         if every and (self._step % every == 0 or nodes.pending):
@@ -210,7 +221,7 @@ class Watch:
         if self._closed:
             return
         self._closed = True
-        _BACKGROUND.discard(self)
+        BACKGROUND_COMMITS.discard(self)
         try:
             self.nodes.close()
             if self._open_step is not None:
@@ -311,52 +322,14 @@ class Watch:
         if taken:
             store_rows(self._writer, taken)
 
-    def _commit_stalled(self) -> None:
+    def commit_stalled(self) -> None:
         """The background thread's call: commit rows that waited ``commit_seconds`` for a ``w.step``."""
-        if self._closed or not self._rows or time.monotonic() - self._last_flush < self._commit_seconds:
+        if self._closed or not self._rows or time.monotonic() - self._last_flush < self.commit_seconds:
             return
         try:
             self._writer.commit()
         except RecordError as exc:            # raised in the user's thread at the next w.step / close
             self._background_error = exc
-
-
-class _BackgroundCommits:
-    """One daemon thread for every open watch of the process: commits what a stalled loop
-    (no ``w.step`` for ``commit_seconds``) left buffered. It runs only while watches are open."""
-
-    def __init__(self) -> None:
-        self._watches: weakref.WeakSet[Watch] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._wake = threading.Event()
-
-    def add(self, w: Watch) -> None:
-        with self._lock:
-            self._watches.add(w)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="gradviz-watch-commits", daemon=True)
-                self._thread.start()
-
-    def discard(self, w: Watch) -> None:
-        with self._lock:
-            self._watches.discard(w)
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                watches = list(self._watches)
-                if not watches:
-                    self._thread = None
-                    return
-            interval = min(w._commit_seconds for w in watches) / 2
-            for w in watches:
-                w._commit_stalled()
-            del watches, w                  # hold no watch while sleeping (weak set)
-            self._wake.wait(max(0.05, interval))
-
-
-_BACKGROUND = _BackgroundCommits()
 
 
 def _close_writer(writer: RunWriter) -> None:
@@ -365,6 +338,19 @@ def _close_writer(writer: RunWriter) -> None:
         writer.close()
     except RecordError:
         log.warning("gradviz.watch: the run file could not be closed cleanly", exc_info=True)
+
+
+def _largest_over_ranks(value: int) -> int:
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def _local_rank() -> int | None:
+    value = os.environ.get("LOCAL_RANK", "").strip()
+    return int(value) if value.isdigit() else None
 
 
 def _lr_of(optimizer) -> float | None:

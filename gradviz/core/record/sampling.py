@@ -23,6 +23,7 @@ from gradviz.core.nodenorms import NodeNormSampler, hook_plan, node_ids_for
 from gradviz.core.record.schema import NO_VALUE
 from gradviz.core.record.tap import BackwardTap
 from gradviz.core.record.writer import RunWriter
+from gradviz.core.sharding import any_dtensor, unsharded_aliases
 from gradviz.core.stepstats import StepStats
 from gradviz.core.walk import walk
 
@@ -69,7 +70,11 @@ class NodeRecording:
         from gradviz.core import native
 
         module_native = native.get()
-        self.native = module_native.NodeNorms(self.params) if module_native is not None else None
+        # sharded (DTensor) parameters: the C++ hooks cannot reduce DTensor gradients, and FSDP2's
+        # graph leaves are its unsharded parameters (named by sharding.unsharded_aliases at each sample)
+        self.sharded = any_dtensor(self.params)
+        self.native = (module_native.NodeNorms(self.params)
+                       if module_native is not None and not self.sharded else None)
         self._native_entries: dict[int, tuple] = {}        # native structure key -> graph entry
         self._native_key: tuple[int, int] | None = None    # (key, node count) of a structure to learn
 
@@ -147,6 +152,9 @@ class NodeRecording:
             return
         if self.native is not None and self._native_backward(root, run):
             return
+        if self.sharded:                             # FSDP2's unsharded parameters exist from the first forward
+            self._param_ids = {**{id(p): n for n, p in zip(self.names, self.params)},
+                               **unsharded_aliases(self.module)}
         nodes, edges = walk([root.grad_fn])          # one walk: structure hash and hooks
         params_in = self._skip_params(nodes)
         if self.names and not any(params_in):

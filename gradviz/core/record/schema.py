@@ -92,41 +92,62 @@ def unreal(value) -> float:
     return float(value)
 
 
-_RANK_RE = re.compile(r"\.rank(\d+)$")
+_RANK_RE = re.compile(r"(\.node\d+)?\.rank(\d+)$")
+RUN_SUFFIXES = (EXTENSION, ".sqlite", ".db")
 
 
-def rank_path(path: str | os.PathLike, rank: int, world_size: int) -> Path:
-    """The file of one rank: ``run.gvrun`` -> ``run.rank0.gvrun`` (when world_size > 1).
+def rank_path(path: str | os.PathLike, rank: int, world_size: int, node: int = 0, n_nodes: int = 1) -> Path:
+    """The file of one rank: ``run.gvrun`` -> ``run.rank0.gvrun`` (when world_size > 1), and
+    ``run.node1.rank5.gvrun`` when the world spans several nodes (hosts).
 
-    A path containing ``{rank}`` is formatted instead (``runs/r{rank}.gvrun``).
+    A path containing ``{rank}`` (and ``{node}``) is formatted instead (``runs/r{rank}.gvrun``).
     """
     text = os.fspath(path)
-    if "{rank}" in text:
-        return Path(text.format(rank=rank))
+    if "{rank}" in text or "{node}" in text:
+        return Path(text.format(rank=rank, node=node))
     p = Path(text)
     if world_size <= 1:
         return p
     suffix = p.suffix or EXTENSION
     stem = p.name[: -len(p.suffix)] if p.suffix else p.name
-    return p.with_name(f"{stem}.rank{rank}{suffix}")
+    where = f".node{node}" if n_nodes > 1 else ""
+    return p.with_name(f"{stem}{where}.rank{rank}{suffix}")
 
 
 def rank_files(path: str | os.PathLike) -> list[Path]:
-    """All files of a run: the path itself if it exists, and its ``.rankN`` siblings.
+    """All files of a run: the path itself if it exists, and its ``.rankN`` (``.nodeM.rankN``)
+    siblings, sorted by rank; or, for a folder, the rank files of the one run it holds.
 
-    ``run.gvrun`` or ``run.rank1.gvrun`` -> [run.rank0.gvrun, run.rank1.gvrun, ...] (sorted by rank).
+    ``run.gvrun`` or ``run.rank1.gvrun`` -> [run.rank0.gvrun, run.rank1.gvrun, ...].
+    Raises ``RecordError`` for a folder holding no run or several.
     """
     p = Path(path)
+    if p.is_dir():
+        return _folder_run(p)
     suffix = p.suffix
     stem = p.name[: -len(suffix)] if suffix else p.name
     base = _RANK_RE.sub("", stem)
     found: dict[int, Path] = {}
     if p.parent.is_dir():
-        pattern = re.compile(re.escape(base) + r"\.rank(\d+)" + re.escape(suffix) + "$")
+        pattern = re.compile(re.escape(base) + r"(\.node\d+)?\.rank(\d+)" + re.escape(suffix) + "$")
         for sibling in p.parent.iterdir():
             m = pattern.match(sibling.name)
             if m:
-                found[int(m.group(1))] = sibling
+                found[int(m.group(2))] = sibling
     if found:
         return [found[r] for r in sorted(found)]
     return [p]
+
+
+def _folder_run(folder: Path) -> list[Path]:
+    runs: dict[str, list[Path]] = {}
+    for f in sorted(folder.iterdir()):
+        if f.is_file() and f.suffix in RUN_SUFFIXES:
+            runs.setdefault(_RANK_RE.sub("", f.name[: -len(f.suffix)]) + f.suffix, []).append(f)
+    if not runs:
+        raise RecordError("no run files (*.gvrun) in this folder", folder)
+    if len(runs) > 1:
+        raise RecordError(f"this folder holds {len(runs)} runs ({', '.join(sorted(runs)[:6])}): open one of "
+                          "their files", folder)
+    (files,) = runs.values()
+    return rank_files(files[0])

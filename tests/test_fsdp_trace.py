@@ -1,5 +1,13 @@
-"""trace under FSDP2 (2 CPU processes, gloo): the user's names, global shapes with the local shard, the
-reduce-scatter steps FSDP adds as labelled communication boxes, gradients equal to the unsharded model's."""
+"""trace and check on sharded models (2 CPU processes, gloo), one spawn for all (processes cost more than
+traces on a loaded 2-core machine).
+
+FSDP2 (``tests/scripts/fsdp_mlp.py``): the user's names, global shapes with the local shard, the
+reduce-scatter steps FSDP adds as labelled communication boxes, gradients equal to the unsharded model's.
+Tensor parallelism (``ColwiseParallel`` / ``RowwiseParallel`` on a 1-D mesh, ``tests/scripts/tp_mlp.py``):
+placements per parameter, the DTensor boundaries as communication boxes, gradients equal to the
+unsharded model's. check: an FSDP2 branch forward never calls is named with why; the numerical
+gradient check says it did not run; both models are otherwise clean.
+"""
 from __future__ import annotations
 
 import json
@@ -13,10 +21,12 @@ from dist_harness import available, load_module, run_ranks
 
 pytestmark = pytest.mark.skipif(not available(), reason="torch.distributed with gloo is needed")
 
-SCRIPT = Path(__file__).parent / "scripts" / "fsdp_mlp.py"
+SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPT = SCRIPTS / "fsdp_mlp.py"
+TP_SCRIPT = SCRIPTS / "tp_mlp.py"
 
 
-def _trace_worker(rank: int, world: int, tmp: Path) -> None:
+def _trace_fsdp(rank: int, tmp: Path) -> None:
     import gradviz
     from gradviz.core.export import to_node_link
     from gradviz.core.grouping import collapse
@@ -43,10 +53,33 @@ def _trace_worker(rank: int, world: int, tmp: Path) -> None:
     (tmp / f"tensor{rank}.json").write_text(json.dumps(out))
 
 
+def _trace_tp(rank: int, tmp: Path) -> None:
+    import gradviz
+    from gradviz.core.export import to_node_link
+
+    graph = gradviz.trace(TP_SCRIPT)
+    (tmp / f"tp_graph{rank}.json").write_text(json.dumps(to_node_link(graph)))
+
+
+def _check(rank: int, tmp: Path, scripts: list[Path]) -> None:
+    from gradviz.core.diagnosis import check_report
+
+    for script in scripts:
+        report = check_report(str(script))
+        (tmp / f"{script.stem}.report{rank}.json").write_text(json.dumps(report.to_dict()))
+
+
+def _worker(rank: int, world: int, tmp: Path) -> None:
+    _trace_fsdp(rank, tmp)
+    _trace_tp(rank, tmp)
+    _check(rank, tmp, [tmp / "fsdp_unused.py", SCRIPT, TP_SCRIPT])
+
+
 @pytest.fixture(scope="module")
-def traced(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("fsdp_graph")
-    run_ranks(_trace_worker, tmp)
+def traced(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("fsdp_trace")
+    (tmp / "fsdp_unused.py").write_text(SCRIPT.read_text().replace("UNUSED = False", "UNUSED = True"))
+    run_ranks(_worker, tmp)
     return tmp
 
 
@@ -132,3 +165,86 @@ def test_tensor_mode_gives_the_reduced_gradient(traced):
         for name, (traced_norm, fsdp_norm) in seen.items():
             assert traced_norm == pytest.approx(fsdp_norm, rel=1e-5), (rank, name)
             assert traced_norm == pytest.approx(reference[name], rel=1e-5), (rank, name)
+
+
+# -- tensor parallelism ---------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tp_graphs(traced) -> list[dict]:
+    return [json.loads((traced / f"tp_graph{r}.json").read_text()) for r in (0, 1)]
+
+
+def test_tp_placements_and_names(tp_graphs):
+    for rank, data in enumerate(tp_graphs):
+        nodes = {n["id"]: n for n in data["nodes"]}
+        assert nodes["param:up.weight"]["shard"]["placements"] == ["Shard(0)"]          # column-wise
+        assert nodes["param:up.weight"]["shard"]["local_shape"] == [8, 8]
+        assert nodes["param:down.weight"]["shard"]["placements"] == ["Shard(1)"]        # row-wise
+        assert nodes["param:down.bias"]["shard"]["placements"] == ["Replicate()"]
+        assert nodes["param:down.weight"]["shape"] == [8, 16]
+        assert "shard" not in nodes["param:head.weight"]                               # a plain parameter
+        assert data["graph"]["sharding"]["rank"] == rank
+
+
+def test_tp_dtensor_boundaries_are_communication_boxes(tp_graphs):
+    data = tp_graphs[0]
+    comm = {n["id"]: n for n in data["nodes"] if n.get("comm")}
+    kinds = sorted((n["comm"]["module"], n["comm"]["kind"]) for n in comm.values())
+    assert ("up", "to DTensor") in kinds and ("down", "to DTensor") in kinds
+    assert ("down", "redistribute") in kinds                     # the row-wise layer's partial sums all-reduced
+    assert all(n["module_type"] == "DTensor communication" for n in comm.values())
+    # the input side and the output side of a layer are separate boxes (one box would make a cycle)
+    groups = {n["module"] for n in comm.values() if n["comm"]["module"] == "down"}
+    assert len(groups) == 2 and all(g.startswith("down.[") for g in groups)
+    users = [n for n in data["nodes"] if n["label"] == "addmm"]
+    assert sorted(n["module"] for n in users) == ["down", "head", "up"]
+
+
+def test_tp_gradients_equal_the_unsharded_model(tp_graphs):
+    script = load_module(TP_SCRIPT)
+    model = script.unsharded()
+    x, y = script.batch(0)                       # tensor parallelism: the same batch on every rank
+    x.requires_grad_(True)
+    out = model(x)
+    loss = script.loss_fn(out, y)
+    out.retain_grad()
+    loss.backward()
+    for data in tp_graphs:
+        nodes = {n["id"]: n for n in data["nodes"]}
+        for name, p in model.named_parameters():
+            assert nodes[f"param:{name}"]["grad_norm"] == pytest.approx(p.grad.norm().item(), rel=1e-5), name
+        assert nodes["input:0"]["grad_norm"] == pytest.approx(x.grad.norm().item(), rel=1e-5)
+        head = next(n for n in data["nodes"] if n["label"] == "addmm" and n["module"] == "head")
+        assert head["grad_norm"] == pytest.approx(out.grad.norm().item(), rel=1e-5)
+        with torch.no_grad():
+            assert nodes["param:down.weight"]["value_norm"] == pytest.approx(model.down.weight.norm().item(), rel=1e-6)
+
+
+# -- check ----------------------------------------------------------------------------------
+
+def _reports(tmp: Path, stem: str) -> list[dict]:
+    return [json.loads((tmp / f"{stem}.report{r}.json").read_text()) for r in (0, 1)]
+
+
+def test_fsdp_unused_branch_is_named(traced):
+    script = traced / "fsdp_unused.py"
+    for report in _reports(traced, "fsdp_unused"):
+        by_code = {f["code"]: f for f in report["findings"]}
+        unreachable = by_code["unreachable"]
+        assert unreachable["params"] == ["branch.weight", "branch.bias"]
+        assert unreachable["data"]["cause"] == "never-called"             # not "runs, output unused"
+        assert "`branch` (Linear) is never called" in unreachable["message"]
+        defined = 1 + next(i for i, line in enumerate(script.read_text().splitlines()) if "self.branch =" in line)
+        assert unreachable["location"] == f"{script}:{defined}"              # where it is defined
+        gradcheck = by_code["check-incomplete"]
+        assert gradcheck["data"]["step"] == "numerical gradient check"
+        assert "sharded model" in gradcheck["message"] and "unsharded, in one process" in gradcheck["message"]
+        assert not report["complete"] and not report["ok"]
+        assert set(by_code) == {"unreachable", "check-incomplete"}, report["findings"]
+
+
+@pytest.mark.parametrize("stem", ["fsdp_mlp", "tp_mlp"])
+def test_fsdp_and_tensor_parallel_models_are_otherwise_clean(traced, stem):
+    for report in _reports(traced, stem):
+        assert [f["code"] for f in report["findings"]] == ["check-incomplete"], report["findings"]
+        assert report["nodes"] > 10
