@@ -33,6 +33,12 @@ def available() -> bool:
     return dist.is_available() and dist.is_gloo_available()
 
 
+# FSDP2's forward records an event on the device's current stream; torch 2.6's CPU stream has no
+# record_event (AttributeError inside fully_shard's all-gather), so FSDP2 runs on CPU only on newer torches
+FSDP2_ON_CPU = hasattr(torch, "cpu") and hasattr(torch.cpu.current_stream(), "record_event")
+FSDP2_SKIP = f"FSDP2 does not run on CPU with torch {torch.__version__} (its CPU stream has no record_event)"
+
+
 def _entry(rank: int, world: int, store: str, fn, tmp: str, args: tuple) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ["OMP_NUM_THREADS"] = "1"

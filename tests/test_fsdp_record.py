@@ -21,10 +21,11 @@ import pytest
 import torch
 from torch import nn
 
-from dist_harness import COLLECTIVE_TIMEOUT_S, RUN_TIMEOUT_S, available
+from dist_harness import COLLECTIVE_TIMEOUT_S, FSDP2_ON_CPU, FSDP2_SKIP, RUN_TIMEOUT_S, available
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not available(), reason="torch.distributed with gloo is needed")
+needs_fsdp2 = pytest.mark.skipif(not FSDP2_ON_CPU, reason=FSDP2_SKIP)
 WORLD = 2
 RTOL = 1e-5
 HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
@@ -146,12 +147,13 @@ def _record_uneven(rank: int, tmp: Path) -> None:
 def _worker(rank: int, tmp: Path, gpt2: bool) -> None:
     for name in ("fsdp", "gpt2", "tp", "tp_desync", "uneven"):
         (tmp / name).mkdir(exist_ok=True)
-    _record_fsdp_mlp(rank, tmp)
-    if gpt2:
-        _record_fsdp_gpt2(rank, tmp)
+    if FSDP2_ON_CPU:
+        _record_fsdp_mlp(rank, tmp)
+        if gpt2:
+            _record_fsdp_gpt2(rank, tmp)
+        _record_uneven(rank, tmp)
     _record_tp(rank, tmp, "tp", same_data=True)
     _record_tp(rank, tmp, "tp_desync", same_data=False)
-    _record_uneven(rank, tmp)
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +198,7 @@ def _runs_show(capsys, *args: str) -> str:
     return capsys.readouterr().out
 
 
+@needs_fsdp2
 def test_fsdp2_mlp_records_full_gradient_norms_on_every_rank(runs):
     model = _mlp()
     x, y = _data(0)
@@ -222,6 +225,7 @@ def test_fsdp2_mlp_records_full_gradient_norms_on_every_rank(runs):
             r.close()
 
 
+@needs_fsdp2
 def test_fsdp2_recorded_graph_names_ops_and_groups_communication(runs):
     readers = _open(runs / "fsdp")
     try:
@@ -241,6 +245,7 @@ def test_fsdp2_recorded_graph_names_ops_and_groups_communication(runs):
             r.close()
 
 
+@needs_fsdp2
 def test_runs_show_prints_the_shard_layout_and_opens_a_folder(runs, capsys):
     info = json.loads(_runs_show(capsys, str(runs / "fsdp"), "--json"))
     assert info["findings"] == []                                            # the ranks agree
@@ -251,6 +256,7 @@ def test_runs_show_prints_the_shard_layout_and_opens_a_folder(runs, capsys):
     assert "  2.weight: 16x16 Shard(0) on mesh 2; local 0: 8x16, 1: 8x16" in text.splitlines()
 
 
+@needs_fsdp2
 @pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
 def test_fsdp2_transformer_records_full_gradient_norms(runs):
     model = _gpt2()
@@ -311,6 +317,7 @@ def test_a_rank_that_disagrees_is_a_finding(runs, capsys):
             r.close()
 
 
+@needs_fsdp2
 def test_ranks_measure_update_ratios_on_the_same_steps(runs):
     readers = _open(runs / "uneven")
     try:
@@ -325,8 +332,8 @@ def test_ranks_measure_update_ratios_on_the_same_steps(runs):
 
 
 def test_torchrun_writes_one_file_per_rank_and_the_folder_opens_as_one_run(runs):
-    assert sorted(p.name for p in (runs / "fsdp").iterdir()) == ["run.rank0.gvrun", "run.rank1.gvrun"]
-    readers = _open(runs / "fsdp")                               # the folder: one run
+    assert sorted(p.name for p in (runs / "tp").iterdir()) == ["run.rank0.gvrun", "run.rank1.gvrun"]
+    readers = _open(runs / "tp")                                 # the folder: one run
     try:
         assert [r.meta["local_rank"] for r in readers] == [0, 1]        # torchrun's LOCAL_RANK
         assert [(r.meta["node"], r.meta["nodes"]) for r in readers] == [(0, 1), (0, 1)]

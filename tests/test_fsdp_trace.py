@@ -17,9 +17,10 @@ import networkx as nx
 import pytest
 import torch
 
-from dist_harness import available, load_module, run_ranks
+from dist_harness import FSDP2_ON_CPU, FSDP2_SKIP, available, load_module, run_ranks
 
 pytestmark = pytest.mark.skipif(not available(), reason="torch.distributed with gloo is needed")
+needs_fsdp2 = pytest.mark.skipif(not FSDP2_ON_CPU, reason=FSDP2_SKIP)
 
 SCRIPTS = Path(__file__).parent / "scripts"
 SCRIPT = SCRIPTS / "fsdp_mlp.py"
@@ -70,9 +71,10 @@ def _check(rank: int, tmp: Path, scripts: list[Path]) -> None:
 
 
 def _worker(rank: int, world: int, tmp: Path) -> None:
-    _trace_fsdp(rank, tmp)
+    if FSDP2_ON_CPU:
+        _trace_fsdp(rank, tmp)
     _trace_tp(rank, tmp)
-    _check(rank, tmp, [tmp / "fsdp_unused.py", SCRIPT, TP_SCRIPT])
+    _check(rank, tmp, ([tmp / "fsdp_unused.py", SCRIPT] if FSDP2_ON_CPU else []) + [TP_SCRIPT])
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +95,7 @@ def _reference(batches) -> dict[str, float]:
     return {n: p.grad.norm().item() for n, p in model.named_parameters()}
 
 
+@needs_fsdp2
 def test_names_shapes_and_shards(traced):
     for rank in (0, 1):
         data = json.loads((traced / f"graph{rank}.json").read_text())
@@ -111,6 +114,7 @@ def test_names_shapes_and_shards(traced):
         assert data["graph"]["sharding"]["rank"] == rank and data["graph"]["sharding"]["world_size"] == 2
 
 
+@needs_fsdp2
 def test_user_ops_keep_names_modules_and_lines(traced):
     data = json.loads((traced / "graph0.json").read_text())
     lines = SCRIPT.read_text().splitlines()
@@ -122,6 +126,7 @@ def test_user_ops_keep_names_modules_and_lines(traced):
         assert f"self.{n['module']}(" in lines[int(line) - 1]
 
 
+@needs_fsdp2
 def test_reduce_scatter_steps_are_a_labelled_group(traced):
     data = json.loads((traced / "graph0.json").read_text())
     comm = [n for n in data["nodes"] if n.get("comm")]
@@ -148,6 +153,7 @@ def test_reduce_scatter_steps_are_a_labelled_group(traced):
     assert any(n in views["opened"] for n in box["members"])
 
 
+@needs_fsdp2
 def test_parameter_gradients_are_the_unsharded_models(traced):
     script = load_module(SCRIPT)
     reference = _reference([script.batch(0), script.batch(0)])          # script mode: batch(0) on both ranks
@@ -157,6 +163,7 @@ def test_parameter_gradients_are_the_unsharded_models(traced):
             assert nodes[f"param:{name}"]["grad_norm"] == pytest.approx(expected, rel=1e-5), (rank, name)
 
 
+@needs_fsdp2
 def test_tensor_mode_gives_the_reduced_gradient(traced):
     script = load_module(SCRIPT)
     reference = _reference([script.batch(10), script.batch(11)])       # each rank its own half
@@ -226,6 +233,7 @@ def _reports(tmp: Path, stem: str) -> list[dict]:
     return [json.loads((tmp / f"{stem}.report{r}.json").read_text()) for r in (0, 1)]
 
 
+@needs_fsdp2
 def test_fsdp_unused_branch_is_named(traced):
     script = traced / "fsdp_unused.py"
     for report in _reports(traced, "fsdp_unused"):
@@ -243,7 +251,7 @@ def test_fsdp_unused_branch_is_named(traced):
         assert set(by_code) == {"unreachable", "check-incomplete"}, report["findings"]
 
 
-@pytest.mark.parametrize("stem", ["fsdp_mlp", "tp_mlp"])
+@pytest.mark.parametrize("stem", [pytest.param("fsdp_mlp", marks=needs_fsdp2), "tp_mlp"])
 def test_fsdp_and_tensor_parallel_models_are_otherwise_clean(traced, stem):
     for report in _reports(traced, stem):
         assert [f["code"] for f in report["findings"]] == ["check-incomplete"], report["findings"]

@@ -31,6 +31,9 @@ TANH_NAMES = {"tanh", "tanh_"}
 METADATA_READS = {"device", "dtype", "requires_grad", "shape", "size", "dim", "ndim", "is_leaf", "grad_fn", "layout",
                   "data_ptr", "stride", "storage_offset", "is_contiguous", "untyped_storage", "numel", "nelement",
                   "element_size", "is_floating_point", "is_complex", "names", "grad", "_version"}
+# properties whose value is a tensor computed from the parameter's values: reading them is a use. Every
+# other Tensor property is metadata (torch 2.15's FSDP2 reads ``_has_grad_dtype_override`` of each one)
+TENSOR_PROPERTIES = {"data", "T", "mT", "H", "mH", "real", "imag"}
 # calls after a detach that finish a trip out of autograd
 ROUNDTRIP_NAMES = {"numpy", "tolist", "item"}
 
@@ -175,7 +178,9 @@ class DiagnosticCapture(ForwardCapture):
         self.customs.see(sys._getframe(1), user_location)
         name = _func_name(func)
         tensors = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-        used = self.params.names_of(tensors) if name not in METADATA_READS else []
+        metadata = name in METADATA_READS or (getattr(func, "__name__", None) == "__get__"
+                                              and name not in TENSOR_PROPERTIES)
+        used = self.params.names_of(tensors) if not metadata else []
         if used:
             grad_on = torch.is_grad_enabled()
             loc = None
