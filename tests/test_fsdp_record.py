@@ -317,6 +317,27 @@ def test_a_rank_that_disagrees_is_a_finding(runs, capsys):
             r.close()
 
 
+def test_the_run_view_shows_the_shard_layout_and_the_disagreeing_ranks(runs, window):
+    """The app's run view on the folder of a sharded run: one run of 2 ranks, its layout, the finding."""
+    from gradviz.app import runs as runs_ext
+    from gradviz.app.runs import open_run_file
+
+    panel = window.run_panel = runs_ext.install(window)
+    try:
+        assert open_run_file(window, panel, runs / "tp_desync")
+        assert window.document.kind == "run" and panel.ranks == [0, 1]
+        assert "4 sharded parameters" in panel.title.text()
+        layout = panel.title.toolTip().splitlines()
+        assert "  0.weight: 16x8 Shard(0) on mesh 2; local 0: 8x8, 1: 8x8" in layout
+        assert "  2.bias: 8 Replicate() on mesh 2; local 0: 8, 1: 8" in layout
+        (finding,) = [f for f in panel.findings if f["code"] == "ranks-desync"]
+        assert finding["params"][:2] in (["3.weight", "3.bias"], ["3.bias", "3.weight"])
+        texts = [panel.finding_list.item(i).text() for i in range(panel.finding_list.count())]
+        assert any("Ranks disagree" in t for t in texts)
+    finally:
+        panel.shutdown()
+
+
 @needs_fsdp2
 def test_ranks_measure_update_ratios_on_the_same_steps(runs):
     readers = _open(runs / "uneven")

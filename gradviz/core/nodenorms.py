@@ -386,7 +386,8 @@ class NodeNormSampler:
                 if p.grad is None:
                     result[f"param:{name}"] = None
             if present and any_dtensor(g for _, g in present):      # whole-tensor norms, one all-reduce
-                result.update(zip([nid for nid, _ in present], np.sqrt(whole_squares([g for _, g in present])).tolist()))
+                whole_norms = np.sqrt(whole_squares([g for _, g in present])).tolist()
+                result.update(zip([nid for nid, _ in present], whole_norms))
             elif present:
                 with torch.no_grad():
                     norms = torch._foreach_norm([norm_values(g) for _, g in present])

@@ -82,7 +82,8 @@ def _host_fits(params: Sequence[torch.Tensor]) -> bool:
 
 def make_strategy(params: list[torch.Tensor], kind: str | None = None) -> NormStrategy:
     """The strategy for ``params``: ``kind`` if given (one of ``STRATEGIES``), else the
-    fastest that fits: sharded for DTensor parameters, native/host for CPU float tensors (native when the accelerator is built and loaded), device otherwise."""
+    fastest that fits: sharded for DTensor parameters, native/host for CPU float tensors (native when the
+    accelerator is built and loaded), device otherwise."""
     if kind is not None and kind not in STRATEGIES:
         raise ValueError(f"unknown norm strategy {kind!r} (one of {', '.join(STRATEGIES)})")
     if kind == "sharded" or (kind is None and any_dtensor(params)):

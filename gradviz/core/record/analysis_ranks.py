@@ -60,7 +60,8 @@ def _desync(runs: Sequence["RunData"]) -> Finding | None:
         params = [names[j] for j in np.argsort(-pr) if pr[j] > DESYNC_RTOL][:10]
     return make_finding(
         "ranks-desync", "error",
-        f"Ranks disagree after the gradient reduction (all-reduce, reduce-scatter): global gradient norms differ by {rel[k]:.2g} (relative) "
+        "Ranks disagree after the gradient reduction (all-reduce, reduce-scatter): global gradient norms "
+        f"differ by {rel[k]:.2g} (relative) "
         f"at step {st} (rank(s) {', '.join(map(str, off or ranks))} off); {int(bad.sum())} of "
         f"{len(common_arr)} common steps" + (f"; parameters: {names_text(params)}" if params else ""),
         params=params,

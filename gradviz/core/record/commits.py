@@ -50,5 +50,3 @@ class BackgroundCommits:
 
 
 BACKGROUND_COMMITS = BackgroundCommits()
-
-

@@ -65,9 +65,9 @@ when the world spans several nodes; or format ``{rank}``/``{node}`` in the path)
 world size, node and, for sharded (FSDP2 / DTensor) parameters, each one's shard layout in
 the meta table. Sharded parameters' gradient norms are those of the full gradients (one
 collective per step sums the ranks' pieces: ``gradviz.core.stepstats_sharded``), the same
-on every rank; so every rank must call ``w.step`` for the same steps. Errors writing the file raise ``RecordError`` from the
-constructor (bad path) or from ``w.step`` (disk full; a background commit's error at the
-next ``w.step`` or ``close``), never silently later.
+on every rank; so every rank must call ``w.step`` for the same steps. Errors writing the file
+raise ``RecordError`` from the constructor (bad path) or from ``w.step`` (disk full; a
+background commit's error at the next ``w.step`` or ``close``), never silently later.
 """
 from __future__ import annotations
 
