@@ -9,7 +9,6 @@ more than steps on a loaded 2-core machine; ``torch.multiprocessing.spawn`` is w
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -28,7 +27,6 @@ pytestmark = pytest.mark.skipif(not available(), reason="torch.distributed with 
 needs_fsdp2 = pytest.mark.skipif(not FSDP2_ON_CPU, reason=FSDP2_SKIP)
 WORLD = 2
 RTOL = 1e-5
-HAS_TRANSFORMERS = importlib.util.find_spec("transformers") is not None
 
 
 def _mlp() -> nn.Module:
@@ -144,13 +142,12 @@ def _record_uneven(rank: int, tmp: Path) -> None:
             opt.step()
 
 
-def _worker(rank: int, tmp: Path, gpt2: bool) -> None:
+def _worker(rank: int, tmp: Path) -> None:
     for name in ("fsdp", "gpt2", "tp", "tp_desync", "uneven"):
         (tmp / name).mkdir(exist_ok=True)
     if FSDP2_ON_CPU:
         _record_fsdp_mlp(rank, tmp)
-        if gpt2:
-            _record_fsdp_gpt2(rank, tmp)
+        _record_fsdp_gpt2(rank, tmp)
         _record_uneven(rank, tmp)
     _record_tp(rank, tmp, "tp", same_data=True)
     _record_tp(rank, tmp, "tp_desync", same_data=False)
@@ -163,7 +160,7 @@ def runs(tmp_path_factory) -> Path:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]), OMP_NUM_THREADS="1",
                GRADVIZ_NATIVE="0")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={WORLD}",
-           __file__, str(tmp), "gpt2" if HAS_TRANSFORMERS else "-"]
+           __file__, str(tmp)]
     # a session of its own: on a timeout the launcher and its workers are killed together
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -257,7 +254,6 @@ def test_runs_show_prints_the_shard_layout_and_opens_a_folder(runs, capsys):
 
 
 @needs_fsdp2
-@pytest.mark.skipif(not HAS_TRANSFORMERS, reason="transformers is not installed")
 def test_fsdp2_transformer_records_full_gradient_norms(runs):
     model = _gpt2()
     ids = _tokens()
@@ -420,7 +416,7 @@ if __name__ == "__main__":          # the workers of the ``runs`` fixture, start
     torch.set_num_threads(1)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
     try:
-        _worker(dist.get_rank(), Path(sys.argv[1]), sys.argv[2] == "gpt2")
+        _worker(dist.get_rank(), Path(sys.argv[1]))
         dist.barrier()
     finally:
         dist.destroy_process_group()
