@@ -9,9 +9,9 @@ autograd graph, shapes, dtypes, module paths, source lines and what each node sa
 for backward (so memory estimates); values, gradient norms and statistics do not.
 
 ``model_bytes(script)`` builds the model on the meta device to measure its
-parameters without allocating them; ``would_not_fit`` compares that with the memory
-this machine has, so the CLI and the app can switch to a structure-only trace instead
-of being killed by the out-of-memory killer.
+parameters without allocating them (``estimate``), so the CLI and the app can switch to
+a structure-only trace instead of being killed by the out-of-memory killer (a real build
+that outgrows the memory is stopped first: ``core/fit_guard.py``).
 """
 from __future__ import annotations
 
@@ -61,12 +61,31 @@ def _tensors(model: nn.Module):
 @contextlib.contextmanager
 def meta_forward(enabled: bool):
     """Factory calls inside forward (``torch.zeros(...)``, ``torch.arange(...)``) default to
-    the meta device too, so they meet the model's meta tensors on the same device."""
+    the meta device too, so they meet the model's meta tensors on the same device. A line of
+    the script that reads values (``.item()``, ``.numpy()``, ``nonzero``) raises a ScriptError
+    that says so (``needs_values_hint``)."""
     if not enabled:
         yield
         return
     with torch.device("meta"):
-        yield
+        try:
+            yield
+        except ScriptError as exc:
+            exc.message = needs_values_hint(exc.message)
+            raise
+
+
+# what torch says when code reads the values a meta tensor does not have
+_VALUE_ERRORS = ("on meta tensors", "out of meta tensor", "no data!", "data-dependent", "meta_nonzero")
+VALUES_HINT = ("this line reads tensor values, which a structure-only trace on the meta device does not have; "
+               "trace with values instead, without --meta")
+
+
+def needs_values_hint(message: str) -> str:
+    """``message`` with the reason a meta trace failed, when it failed for want of values."""
+    if VALUES_HINT in message or not any(s in message for s in _VALUE_ERRORS):
+        return message
+    return f"{message} ({VALUES_HINT})"
 
 
 @dataclass

@@ -70,10 +70,12 @@ def check(script: Any, steps: int = 0, *, gradcheck: bool = True, gradcheck_budg
 def check_report(script: Any, steps: int = 0, *, gradcheck: bool = True,
                  gradcheck_budget: float = GRADCHECK_BUDGET_S, seed: int = 0,
                  progress: Callable[[str], None] | None = None,
-                 cancel: Callable[[], bool] | None = None, values: bool = True) -> CheckReport:
+                 cancel: Callable[[], bool] | None = None, values: bool = True,
+                 model: Any = None) -> CheckReport:
     """The checklist with its timings, training history and gradcheck details.
 
-    ``values=False`` runs only the structural checks (``Check.values`` False)."""
+    ``values=False`` runs only the structural checks (``Check.values`` False); ``model``: one
+    already built (on the meta device for ``check --meta``: ``core/meta_check.py``)."""
     start = time.perf_counter()
     path = str(script.path) if isinstance(script, ModelScript) else os.path.abspath(os.fspath(script))
     report = CheckReport(path)
@@ -89,7 +91,7 @@ def check_report(script: Any, steps: int = 0, *, gradcheck: bool = True,
     stage("forward and backward")
     t = time.perf_counter()
     try:
-        probe = run_probe(ms, seed=seed)
+        probe = run_probe(ms, seed=seed, model=model, activations=values)   # activations are values
     except ScriptError as exc:
         report.findings.append(script_error_finding(exc, "setup"))
         return _done(report, start)

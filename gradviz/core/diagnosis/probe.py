@@ -129,7 +129,7 @@ def _name_nodes(probe: Probe) -> None:
 def _finite_kind(tensors) -> str | None:
     kind = None
     for t in tensors:
-        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()):
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) and not t.is_meta:
             if bool(torch.isfinite(t.sum())):
                 continue
             if bool(torch.isnan(t).any()):
