@@ -291,3 +291,65 @@ def test_sparse_gradient_stats_are_those_of_the_dense_gradient():
     node = g.nodes["param:0.weight"]
     assert node["grad_norm"] == pytest.approx(dense.norm().item(), rel=1e-6)
     assert node["grad_zero_frac"] == pytest.approx((dense == 0).float().mean().item())
+
+
+CHECKPOINTED = '''
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Linear(8, 8)
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(8, 8), nn.Tanh()) for _ in range(2))
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        x = self.stem(x)
+        for block in self.blocks:
+            x = x + checkpoint(block, {inner}, use_reentrant=True)
+        with torch.no_grad():
+            scale = x.abs().mean()          # a cut of the user's own: stays in the list
+        return self.head(x) * 0 + self.head(x) / (1 + 0 * scale)
+
+
+def model():
+    return Model()
+
+
+def batch(step):
+    g = torch.Generator().manual_seed(step)
+    return torch.randn(4, 8, generator=g), torch.randn(4, 2, generator=g)
+
+
+def loss_fn(out, y):
+    return ((out - y) ** 2).mean()
+'''
+
+
+@pytest.mark.parametrize("meta", [False, True])
+def test_reentrant_checkpointing_cuts_nothing(tmp_path, meta):
+    """Its forward runs under no_grad and backward re-runs it with grad: every parameter is reached
+    (as the diagnosis's reachability says), so the checkpoint's no_grad is not listed among the cuts;
+    the user's own no_grad is."""
+    path = tmp_path / "ckpt.py"
+    path.write_text(CHECKPOINTED.replace("{inner}", "x"))
+    g = gradviz.trace(path, meta=meta)
+    params = {a["param"]: a["reachable"] for _, a in g.nodes(data=True) if a["kind"] == "param"}
+    assert params and all(params.values())
+    cuts = g.graph["cuts"]
+    assert cuts and all(not c["checkpoint"] for c in cuts)
+    assert {c["code"] for c in cuts} == {"with torch.no_grad():"}
+
+
+def test_a_checkpoint_that_cuts_keeps_its_cut(tmp_path):
+    """A checkpoint whose input needs no grad really cuts its block off: its no_grad stays listed."""
+    path = tmp_path / "ckpt.py"
+    path.write_text(CHECKPOINTED.replace("{inner}", "torch.ones_like(x)"))
+    with pytest.warns(UserWarning):            # torch warns that no input requires grad
+        g = gradviz.trace(path)
+    unreached = {a["param"] for _, a in g.nodes(data=True) if a["kind"] == "param" and not a["reachable"]}
+    assert unreached == {f"blocks.{i}.0.{w}" for i in range(2) for w in ("weight", "bias")}
+    assert any(c["checkpoint"] for c in g.graph["cuts"])

@@ -10,6 +10,7 @@ Everything installed here is removed on exit, even when the user's code raises.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -41,6 +42,18 @@ CUT_OPS = {
 }
 
 
+_GRAD_MODE_FILE = os.path.join("torch", "autograd", "grad_mode.py")
+_CHECKPOINT_FILE = os.path.join("torch", "utils", "checkpoint.py")
+
+
+def _entered_by_checkpoint(frame: Any) -> bool:
+    """Whether the grad mode change seen at ``frame`` was made by reentrant ``torch.utils.checkpoint``
+    (its forward runs under no_grad, and backward runs it again with grad: nothing is cut)."""
+    while frame is not None and frame.f_code.co_filename.endswith(_GRAD_MODE_FILE):
+        frame = frame.f_back
+    return frame is not None and frame.f_code.co_filename.endswith(_CHECKPOINT_FILE)
+
+
 @dataclass
 class Origin:
     """Where an autograd node came from in the user's forward."""
@@ -63,6 +76,7 @@ class Cut:
     input_nodes: list[Any] = field(default_factory=list)   # grad_fns of the inputs it cut
     storage: list[int] = field(default_factory=list)       # data_ptrs of detached outputs
     grad_enabled: bool | None = None                       # for _set_grad_enabled
+    checkpoint: bool = False    # no_grad entered by reentrant torch.utils.checkpoint, which re-runs it with grad
 
 
 def compiling() -> bool:
@@ -191,7 +205,8 @@ class ForwardCapture(TorchFunctionMode):
         if name == "_set_grad_enabled":
             enabled = bool(args[0]) if args else None
             self.cuts.append(Cut("no_grad" if enabled is False else "enable_grad", self._stack[-1],
-                                 *self._user_location(), grad_enabled=enabled))
+                                 *self._user_location(), grad_enabled=enabled,
+                                 checkpoint=_entered_by_checkpoint(sys._getframe(2))))
             return
         tensors = [a for a in tree_flatten(args)[0] if isinstance(a, torch.Tensor)]
         inputs = dropped if dropped is not None else [a.grad_fn for a in tensors if a.grad_fn is not None]

@@ -111,7 +111,18 @@ def _cuts_summary(cap: "ForwardCapture | None", node_ids: dict[Any, str]) -> lis
     if cap is None:
         return []
     return [{"op": c.op, "module": c.module, "location": c.location, "code": c.code,
-             "nodes": [node_ids[fn] for fn in c.input_nodes if fn in node_ids]} for c in cap.cuts]
+             "nodes": [node_ids[fn] for fn in c.input_nodes if fn in node_ids], "checkpoint": c.checkpoint}
+            for c in cap.cuts]
+
+
+def drop_recomputed_cuts(graph: nx.DiGraph) -> None:
+    """The no_grad of reentrant checkpointing cuts nothing when backward, re-running the checkpointed
+    forward with grad, reached every trainable parameter (as the diagnosis's reachability says);
+    while a parameter stays unreached, it may be why (a checkpoint whose inputs need no grad)."""
+    unreached = any(a.get("kind") == "param" and a.get("reachable") is False and a.get("requires_grad", True)
+                    for _, a in graph.nodes(data=True))
+    if not unreached:
+        graph.graph["cuts"] = [c for c in graph.graph.get("cuts", []) if not c.get("checkpoint")]
 
 
 def add_param_node(graph: nx.DiGraph, name: str, p: torch.Tensor) -> str:

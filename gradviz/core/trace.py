@@ -38,7 +38,8 @@ from gradviz.core import stats as gstats
 from gradviz.core.capture import ForwardCapture
 from gradviz.core.devices import model_device, to_device
 from gradviz.core.gc_pause import gc_paused
-from gradviz.core.graph_build import GRAPH_FORMAT, add_param_node, build_graph  # noqa: F401 (re-exported)
+from gradviz.core.graph_build import (  # noqa: F401 (GRAPH_FORMAT re-exported)
+    GRAPH_FORMAT, add_param_node, build_graph, drop_recomputed_cuts)
 from gradviz.core.meta import build_meta_model, meta_forward
 from gradviz.core.modules import module_table
 from gradviz.core.script import ModelScript, check_loss, error_from_exception, load_script
@@ -179,7 +180,10 @@ def _trace_script(script: ModelScript, options: TraceOptions, model: nn.Module |
     if options.meta:
         _meta_backward(loss, script.loss_site())
         for name, param in model.named_parameters():
-            graph.nodes[add_param_node(graph, name, param)]["requires_grad"] = param.requires_grad
+            attrs = graph.nodes[add_param_node(graph, name, param)]
+            attrs["requires_grad"] = param.requires_grad
+            if param.grad is not None:
+                attrs["reachable"] = True   # backward re-ran its forward (reentrant checkpointing) and reached it
         graph.graph["details"] = "none"
     else:
         grads = _run_backward(graph, node_ids, [loss], options, lambda: loss.backward(), script.loss_site())
@@ -189,6 +193,7 @@ def _trace_script(script: ModelScript, options: TraceOptions, model: nn.Module |
     graph.graph.update(script=str(script.path), step=options.step, device=str(p.device), meta=options.meta)
     if script.note:   # a model without a script: what gradviz invented (its inputs, its loss)
         graph.graph.update(invented=script.note, model_source=script.source)
+    drop_recomputed_cuts(graph)
     if not options.meta:
         _add_cut_branches(graph, script, options)
     _finish_modules(graph, model)
