@@ -70,6 +70,13 @@ def _marks(script: str):
 
 
 def run(args: argparse.Namespace) -> int:
+    from gradviz.core.gc_pause import gc_paused
+
+    with gc_paused():   # one command, then exit: the graph's live objects are never worth re-scanning
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from gradviz.core.script import ScriptError
     from gradviz.render.formats import ExportError, ImageOptions, check_target, export_graph
 
