@@ -165,3 +165,24 @@ def test_meta_graphs_fold_without_values():
     assert fold["repeat_norms"] == [None] * len(fold["repeats"]) and fold["grad_norm"] is None
     assert fold["param_bytes"] == sum(g.graph["modules"][p]["param_bytes"] for p in fold["repeats"])
     assert fold["activation_bytes"] > 0
+
+
+def test_a_container_of_one_run_opens_onto_its_fold(gpt12):
+    """The ModuleList holding the blocks, closed at depth 1, is drawn as the blocks' fold (one box
+    either way); a module with ops of its own besides a run stays closed."""
+    g, _ = gpt12
+    view = collapse(g, expanded=expanded_to_depth(g, 1))
+    assert "blocks" in expanded_to_depth(g, 1) and "group:blocks" not in view
+    assert [a["label"] for a in folds_of(view).values()] == ["Block × 12"]
+    assert view.number_of_nodes() == collapse(g, expanded=set()).number_of_nodes()
+    assert expanded_to_depth(g, 1) == {"blocks"}          # the embeddings and the head stay closed
+
+
+def test_llama_layers_fold_in_the_first_views(monkeypatch):
+    """transformers' Llama: model.layers (a ModuleList) shows as "LlamaDecoderLayer × N" at depth 2."""
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("GRADVIZ_LLAMA_LAYERS", "3")
+    g = gradviz.trace(SAMPLES / "llama_70b.py", meta=True)
+    for depth in (2, 3):
+        view = collapse(g, expanded=expanded_to_depth(g, depth))
+        assert [a["label"] for a in folds_of(view).values()] == ["LlamaDecoderLayer × 3"]

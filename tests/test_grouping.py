@@ -11,7 +11,9 @@ SCRIPTS = Path(__file__).parent / "scripts"
 
 def test_collapse_to_depth_one_keeps_edges_between_groups():
     g = gradviz.trace(SCRIPTS / "nested.py")
-    c = collapse(g, depth=1)
+    # folded, the encoder (two identical blocks and nothing else) is drawn as its blocks' fold
+    assert "fold:encoder.0..encoder.1" in collapse(g, depth=1) and "group:encoder" not in collapse(g, depth=1)
+    c = collapse(g, depth=1, fold=False)
     groups = {n for n, a in c.nodes(data=True) if a["kind"] == "group"}
     assert groups == {"group:encoder", "group:head"}
     assert c.has_edge("group:encoder", "group:head")

@@ -13,13 +13,33 @@ from typing import Iterable
 
 import networkx as nx
 
-from gradviz.core.folding import fold_attrs, fold_map
+from gradviz.core.folding import find_repeats, fold_attrs, fold_map
 from gradviz.core.modules import depth_of, prefixes
 
 
-def expanded_to_depth(graph: nx.DiGraph, depth: int) -> set[str]:
-    """Module paths to expand so that modules at ``depth`` are the visible boxes."""
-    return {p for p in graph.graph.get("modules", {}) if p and depth_of(p) < depth}
+def expanded_to_depth(graph: nx.DiGraph, depth: int, fold: bool = True) -> set[str]:
+    """Module paths to expand so that modules at ``depth`` are the visible boxes; with ``fold``, a
+    visible box that holds nothing but one run of repeated blocks is opened onto its fold
+    (``run_containers``)."""
+    expanded = {p for p in graph.graph.get("modules", {}) if p and depth_of(p) < depth}
+    return expanded | run_containers(graph, expanded) if fold else expanded
+
+
+def run_containers(graph: nx.DiGraph, expanded: set[str]) -> set[str]:
+    """Closed boxes of this view that hold one run of repeated blocks and nothing else (a ModuleList
+    of 80 decoder layers): opening one draws the run's fold box ("LlamaDecoderLayer × 80", with its
+    sparkline) where the container's box ("ModuleList · 8,320 nodes") said nothing, one box either way."""
+    modules = graph.graph.get("modules", {})
+    out = set()
+    for run in find_repeats(graph):
+        parent = run["parent"]
+        if not parent or parent in expanded or any(q not in expanded for q in prefixes(parent)[:-1]):
+            continue
+        children = [c for c, info in modules.items() if info.get("parent") == parent and info.get("nodes")]
+        own = modules.get(parent, {}).get("nodes", 0) - sum(modules[c]["nodes"] for c in children)
+        if own == 0 and sorted(children) == sorted(run["members"]):
+            out.add(parent)
+    return out
 
 
 def group_of(module: str, expanded: set[str]) -> str | None:
@@ -60,7 +80,7 @@ def collapse(graph: nx.DiGraph, depth: int | None = None, expanded: Iterable[str
     ``graph['fold_of']`` maps each folded repeat's path to its fold box.
     """
     if expanded is None:
-        expanded = expanded_to_depth(graph, 1 if depth is None else max(depth, 1))
+        expanded = expanded_to_depth(graph, 1 if depth is None else max(depth, 1), fold)
     expanded = set(expanded)
     modules = graph.graph.get("modules", {})
     member_of, folds = _assign(graph, expanded, fold)
@@ -131,7 +151,7 @@ def auto_depth(graph: nx.DiGraph, max_boxes: int = 220, fold: bool = True) -> in
     deepest = max((depth_of(p) for p in modules), default=0)
     best = 1
     for depth in range(1, deepest + 2):
-        if visible_count(graph, expanded_to_depth(graph, depth), fold) <= max_boxes:
+        if visible_count(graph, expanded_to_depth(graph, depth, fold), fold) <= max_boxes:
             best = depth
         else:
             break
