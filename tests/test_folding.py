@@ -180,7 +180,6 @@ def test_a_container_of_one_run_opens_onto_its_fold(gpt12):
 
 def test_llama_layers_fold_in_the_first_views(monkeypatch):
     """transformers' Llama: model.layers (a ModuleList) shows as "LlamaDecoderLayer × N" at depth 2."""
-    pytest.importorskip("transformers")
     monkeypatch.setenv("GRADVIZ_LLAMA_LAYERS", "3")
     g = gradviz.trace(SAMPLES / "llama_70b.py", meta=True)
     for depth in (2, 3):
