@@ -81,8 +81,13 @@ def _parts(tensors: Iterable[torch.Tensor | None]) -> list[torch.Tensor]:
 def norm_tensor(tensors: Iterable[torch.Tensor | None]) -> torch.Tensor | None:
     """The exact L2 norm of all given tensors as a 0-d tensor on their device (no sync),
     accumulated in float64; None when there is none. Sparse gradients count their values."""
+    present = [t for t in tensors if t is not None]
+    if len(present) == 1:                  # the usual case: one gradient of at most a chunk, one reduction
+        t = norm_values(present[0].detach())
+        if t.numel() <= CHUNK:
+            return torch.linalg.vector_norm(t.abs() if t.is_complex() else t, dtype=_acc_dtype(t))
     total = None
-    for t in tensors:
+    for t in present:
         if t is None:
             continue
         t = norm_values(t.detach())
