@@ -347,6 +347,11 @@ def test_the_app_opens_a_callable_from_the_command_line(project):
     assert proc.returncode == 0, proc.stderr
     assert "gradviz: userpkg.models:mlp: invented input 0 float32 4×6" in proc.stderr
     assert (project / "shot.png").read_bytes()[:4] == b"\x89PNG"
+    _, program, _ = exported(project)      # a .pt2 on the command line opens in the window too
+    proc = subprocess.run([sys.executable, "-m", "gradviz", program.name, "--screenshot", "prog.png", "--size",
+                           "900x600"], cwd=project, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "prog.pt2: the program's stored example inputs" in proc.stderr, proc.stderr
+    assert (project / "prog.png").read_bytes()[:4] == b"\x89PNG"
     torch.save(nn.Linear(2, 2).state_dict(), project / "sd.pt")
     proc = subprocess.run([sys.executable, "-m", "gradviz", "sd.pt"], cwd=project, env=env, capture_output=True,
                           text=True, timeout=300)
