@@ -190,6 +190,8 @@ def test_check_train_and_gradcheck_take_the_same_options(project):
 def test_a_bad_model_without_a_script_is_one_clear_message(project, argv, says):
     status, out, err = run_cli("export", *argv, "-o", "g.json")
     assert status == 2 and "Traceback" not in err and says in err, err
+    if "--input" not in argv:     # refused before anything is imported: one line, no "invented: no inputs" note
+        assert len(err.strip().splitlines()) == 1, err
     if "shapes cannot be multiplied" in says:
         # the forward itself raised: export writes the graph up to the failing call (#14 item 3)
         graph = json.loads((project / "g.json").read_text())

@@ -27,7 +27,7 @@ from torch import nn
 from gradviz.core.script import ScriptError
 
 __all__ = ["InputSpec", "LossSpec", "Invented", "is_callable_spec", "parse_input", "parse_loss",
-           "first_tensor"]
+           "first_tensor", "needs_inputs"]
 
 CALLABLE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 DTYPES = {"float": torch.float32, "float32": torch.float32, "float64": torch.float64, "double": torch.float64,
@@ -180,8 +180,7 @@ class Invented:
         if not self.inputs:
             if self.stored is not None:
                 return tuple(t.clone() for t in self.stored), None
-            raise ScriptError(f"{self.source} needs inputs: give --input SHAPE[:DTYPE] once per positional input "
-                              "of its forward (e.g. --input 1,3,224,224)")
+            raise needs_inputs(self.source)
         g = torch.Generator().manual_seed(step)
         return tuple(self._make(spec, g) for spec in self.inputs), None
 
@@ -230,6 +229,11 @@ class Invented:
         """What gradviz invented, in words (the CLI prints it; the window shows it)."""
         weights = f"; weights from {self.weights}" if self.weights else ""
         return f"{self.source}: {describe_inputs(self)}; loss {describe_loss(self.loss)}{weights}"
+
+
+def needs_inputs(source: str) -> ScriptError:
+    return ScriptError(f"{source} needs inputs: give --input SHAPE[:DTYPE] once per positional input of its forward "
+                       "(e.g. --input 1,3,224,224)")
 
 
 def stored_example_inputs(program: Any) -> tuple | None:

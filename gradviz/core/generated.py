@@ -19,7 +19,7 @@ from pathlib import Path
 
 from gradviz.core.atomic import atomic_write
 from gradviz.core.checkpoints import PROGRAM_SUFFIXES, refusal
-from gradviz.core.factory import Invented, is_callable_spec, parse_input, parse_loss
+from gradviz.core.factory import Invented, is_callable_spec, needs_inputs, parse_input, parse_loss
 from gradviz.core.script import ScriptError
 
 __all__ = ["model_source", "cache_dir"]
@@ -131,6 +131,8 @@ def model_source(text: str, inputs: list[str] | None = None, loss: str | None = 
             raise ScriptError(f"no such program: {path}", path=str(path))
         made = Invented(program=str(path.resolve()), inputs=specs, loss=loss_spec, weights=weights)
     elif is_callable_spec(text):
+        if not specs:   # only a program stores inputs: say so before anything is imported or built
+            raise needs_inputs(text)
         made = Invented(target=text, inputs=specs, loss=loss_spec, weights=weights)
     else:
         raise ScriptError(f"{text}: no such file, and not PACKAGE.MODULE:CALLABLE (e.g. mypkg.models:build)")
