@@ -112,6 +112,25 @@ def test_attribution_panel_image_heatmap_and_token_bars(qtbot, window, attr, tmp
     assert bars[5] == f"position 5, token id {int(ids[5])}: {tokens.inputs[0].attribution[2, 5]:.4g}"
 
 
+def test_attribution_panel_float_sequence_bars(qtbot, window, attr, tmp_path):
+    # (batch, time, features) through torch's GRU, which reads only the last 4 of 9 steps:
+    # one bar per position, zero on the first five
+    from test_attribution_models import GRU
+
+    path = tmp_path / "gru.py"
+    path.write_text(GRU)
+    open_and_wait(qtbot, window, path)
+    result = _run(qtbot, attr, "ig", target="pred", steps=16)
+    (seq,) = result.inputs
+    assert seq.kind == "sequence" and result.completeness.ok
+    attr.example.setValue(1)
+    attr.figure.repaint()
+    bars = [h.text for h in attr.figure.hits if h.text.startswith("position ")]
+    per_position = seq.attribution[1].sum(axis=-1)
+    assert bars == [f"position {t}: {v:.4g}" for t, v in enumerate(per_position)]
+    assert all(v == 0 for v in per_position[:5]) and all(v != 0 for v in per_position[5:])
+
+
 def test_attribution_needs_a_script(qtbot, window, attr):
     assert attr.run() is None and "Open a model script" in attr.status.text()
     open_and_wait(qtbot, window, MLP)
