@@ -103,15 +103,21 @@ def test_json_export_loads_no_qt(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-def test_cpu_threads_leave_one_core_free(tmp_path):
+def test_cpu_threads_leave_one_core_free_while_attributing(tmp_path, monkeypatch):
     import torch
 
+    import gradviz.core.attribution as attribution
     from gradviz.core.devices import training_threads
 
+    seen = []
+    real = attribution.attribute
+    monkeypatch.setattr(attribution, "attribute", lambda *a, **k: (seen.append(torch.get_num_threads()),
+                                                                   real(*a, **k))[1])
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(max(2, before))
         assert main(["attribute", str(TINY), "-o", str(tmp_path / "a.json")]) == 0
-        assert torch.get_num_threads() == training_threads()       # the policy of gradviz train and the window
+        assert seen == [training_threads()]                 # the policy of gradviz train and the window
+        assert torch.get_num_threads() == max(2, before)    # and put back: in-process callers keep theirs
     finally:
         torch.set_num_threads(before)

@@ -12,6 +12,7 @@ are written, with the check's result beside them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -67,11 +68,11 @@ def run(args: argparse.Namespace) -> int:
     example = None if args.example == "all" else _int(args.example)
     if args.example != "all" and example is None:
         return _fail(f"--example takes an index or 'all', not {args.example!r}")
-    _thread_policy(args.device)
     try:
         baseline = read_baseline(args.baseline)
-        result = attribute(args.script, method=args.method, target=args.target, steps=args.steps,
-                           baseline=baseline, step=args.step, device=args.device)
+        with _thread_policy(args.device):
+            result = attribute(args.script, method=args.method, target=args.target, steps=args.steps,
+                               baseline=baseline, step=args.step, device=args.device)
     except AttributionError as exc:
         return _fail(str(exc))
     except GradvizError as exc:          # ScriptError: file:line: message
@@ -101,16 +102,23 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _thread_policy(device: str | None) -> None:
-    """On the CPU, one core left free, as ``gradviz train`` and the window do: torch's default
-    takes every core, and with one busy its workers spin at each pass (under load, IG with 32
-    steps on a small BERT took 8.0 s with 2 threads and 0.47 s with 1)."""
+@contextlib.contextmanager
+def _thread_policy(device: str | None):
+    """On the CPU, one core left free while attributing, as ``gradviz train`` and the window do:
+    torch's default takes every core, and with one busy its workers spin at each pass (under
+    load, IG with 32 steps on a small BERT took 8.0 s with 2 threads and 0.47 s with 1). The
+    count is put back after: run in-process (tests, notebooks) it must not change other work."""
+    import torch
+
+    from gradviz.core.devices import training_threads
+
+    before = torch.get_num_threads()
     if device is None or str(device).startswith("cpu"):
-        import torch
-
-        from gradviz.core.devices import training_threads
-
         torch.set_num_threads(training_threads())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _int(text: str) -> int | None:
