@@ -130,6 +130,19 @@ class ShardSum:
         return vec
 
 
+    def reduce_async(self, vec: torch.Tensor):
+        """``reduce`` started, not waited for: the collective's ``Work`` (``wait()`` before reading
+        ``vec``), or None when it ran at once (nothing to do, or several groups one after another)."""
+        import torch.distributed as dist
+
+        if self.world > 1 and self.n and len(self.plan) == 1 and self.plan[0][0] is None \
+                and len(self.plan[0][1]) == 1:
+            self.collectives += 1
+            return dist.all_reduce(vec, group=self.plan[0][1][0], async_op=True)
+        self.reduce(vec)
+        return None
+
+
 def shard_totals(metas: Sequence[Any], squares: torch.Tensor) -> torch.Tensor:
     """Whole squared norms from this rank's local squared norms of the DTensors ``metas`` describes
     (anything with ``device_mesh`` and ``placements``): masked, then all-reduced at once (float64)."""

@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from gradviz.core.adaptive_clip import AdaptiveClip, clip_after_adaptive
-from gradviz.core.stepstats_norms import STRATEGIES, NormStrategy, StepNumbers, make_strategy
+from gradviz.core.stepstats_norms import STRATEGIES, NormStrategy, StepNumbers, make_strategy, settle_numbers
 
 __all__ = ["StepStats", "StepNumbers", "StepRow", "step_columns", "STRATEGIES", "ROW_KEYS"]
 
@@ -218,6 +218,7 @@ def step_columns(steps: Sequence[StepNumbers]) -> dict[str, np.ndarray]:
     (R x n, NaN = not measured). Device numbers are stacked and copied to the host once
     per layout. All steps must measure the same parameters (same ``n``).
     """
+    settle_numbers(steps)                              # (sharded runs: collectives still in flight)
     r_count = len(steps)
     n = steps[0].n if steps else 0
     if any(s.n != n for s in steps):

@@ -17,13 +17,13 @@ norms of whole tensors from every rank's shard, one all-reduce a step, ``gradviz
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 
 from gradviz.core.sharding import any_dtensor
 
-__all__ = ["StepNumbers", "NormStrategy", "make_strategy", "present_grads", "STRATEGIES", "HOST_MAX_NUMEL"]
+__all__ = ["StepNumbers", "settle_numbers", "NormStrategy", "make_strategy", "present_grads", "STRATEGIES", "HOST_MAX_NUMEL"]
 
 STRATEGIES = ("host", "native", "device", "sharded")
 HOST_MAX_NUMEL = 50_000_000     # the host strategy up to this many parameter elements (2 extra copies)
@@ -39,7 +39,9 @@ class StepNumbers:
     Squared norms as host numbers (``squared``) or norms as 0-d tensors of one device and
     dtype. ``max_norm``: the clipping threshold applied, if any. ``clipped``: with adaptive
     clipping, the ``n_grads`` gradient norms after every clip (0-d tensors); None otherwise
-    (the norms after a global clip alone follow from ``max_norm``).
+    (the norms after a global clip alone follow from ``max_norm``). ``settle``: a collective the
+    numbers still wait for (the sharded strategy's all-reduce, overlapped with the next steps);
+    ``settle_numbers`` runs it before anything reads them.
     """
 
     values: list
@@ -51,6 +53,15 @@ class StepNumbers:
     deltas: bool = False
     max_norm: float | None = None
     clipped: list | None = None
+    settle: Callable[[], None] | None = None
+
+
+def settle_numbers(steps: Sequence[StepNumbers]) -> None:
+    """Wait for the collectives the numbers of ``steps`` are still waiting for (in step order)."""
+    for s in steps:
+        if s.settle is not None:
+            fill, s.settle = s.settle, None
+            fill()
 
 
 class NormStrategy(Protocol):
