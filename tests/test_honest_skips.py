@@ -12,7 +12,8 @@ from pathlib import Path
 TESTS = Path(__file__).resolve().parent
 # gradviz itself and what pyproject.toml requires (dependencies and the test extra)
 REQUIRED = {"gradviz", "torch", "numpy", "networkx", "PySide6", "shiboken6", "pyqtgraph", "pytest", "pytestqt",
-            "importlinter", "nbclient", "nbformat", "ipykernel", "transformers", "pytorch_lightning", "safetensors"}
+            "importlinter", "nbclient", "nbformat", "ipykernel", "transformers", "pytorch_lightning", "accelerate",
+            "safetensors"}
 FILE_CHECKS = ("exists", "is_file", "is_dir", "isfile", "isdir")
 
 
