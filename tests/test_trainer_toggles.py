@@ -51,9 +51,15 @@ def _model_with_grads(seed: int = 0) -> nn.Module:
     return m
 
 
+@pytest.mark.parametrize("path", ["host", "torch"])
 @pytest.mark.parametrize("granularity", ["parameter", "unit"])
 @pytest.mark.parametrize("factor", [0.01, 0.1, 1e6])
-def test_adaptive_clip_equals_the_reference(granularity, factor):
+def test_adaptive_clip_equals_the_reference(granularity, factor, path, monkeypatch):
+    """Both ways of clipping: numpy on views of CPU float tensors, torch for any other tensor."""
+    from gradviz.core import adaptive_clip
+
+    if path == "torch":
+        monkeypatch.setattr(adaptive_clip, "_host_viewable", lambda g, w: False)
     ours, ref = _model_with_grads(), _model_with_grads()
     before = [p.grad.clone() for p in ours.parameters()]
     norms = adaptive_clip_(list(ours.parameters()), factor, 1e-3, granularity)
@@ -66,8 +72,13 @@ def test_adaptive_clip_equals_the_reference(granularity, factor):
     assert any(changed) == (factor < 1e6)             # a huge lambda leaves every gradient alone
 
 
-def test_unitwise_clip_of_a_convolution_is_per_output_channel():
+@pytest.mark.parametrize("path", ["host", "torch"])
+def test_unitwise_clip_of_a_convolution_is_per_output_channel(path, monkeypatch):
     """NFNets' unit-wise ratio on a conv weight (O, I, kH, kW): one norm per output channel."""
+    from gradviz.core import adaptive_clip
+
+    if path == "torch":
+        monkeypatch.setattr(adaptive_clip, "_host_viewable", lambda g, w: False)
     def conv(seed):
         torch.manual_seed(seed)
         m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Tanh(), nn.Conv2d(4, 2, 1))
@@ -81,6 +92,27 @@ def test_unitwise_clip_of_a_convolution_is_per_output_channel():
     w, g = ours[0].weight, ours[0].weight.grad
     ratios = g.flatten(1).norm(dim=1) / w.flatten(1).norm(dim=1).clamp(min=1e-3)
     assert (ratios <= 0.02 * (1 + 1e-5)).all()
+
+
+@pytest.mark.parametrize("path", ["host", "torch"])
+def test_adaptive_clip_keeps_a_nan_gradient_non_finite(path, monkeypatch):
+    """A NaN gradient is not hidden by clipping (it stays NaN, the step's statistics count it);
+    the other gradients are clipped as usual."""
+    from gradviz.core import adaptive_clip
+
+    if path == "torch":
+        monkeypatch.setattr(adaptive_clip, "_host_viewable", lambda g, w: False)
+    ours, ref = _model_with_grads(), _model_with_grads()
+    ours[0].weight.grad[0, 0] = float("nan")
+    stats = StepStats(ours.named_parameters(), strategy="host")
+    stats.begin()
+    stats.grads_ready(adaptive=AdaptiveClip(0.01))
+    row = stats.finish(1.0)
+    assert torch.isnan(ours[0].weight.grad).all() and row.nonfinite == 1
+    assert np.isnan(row.param_norms_clipped[0]) and np.isnan(row.grad_norm_clipped)
+    reference_agc(ref, 0.01, 1e-3, False)
+    for p, q in list(zip(ours.parameters(), ref.parameters()))[1:]:
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-8)
 
 
 def test_adaptive_clip_keeps_none_and_refuses_bad_settings():
@@ -97,11 +129,16 @@ def test_adaptive_clip_keeps_none_and_refuses_bad_settings():
         adaptive_clip_(list(emb.parameters()), 0.01)
 
 
+@pytest.mark.parametrize("path", ["host", "torch"])
 @pytest.mark.parametrize("strategy", ["host", "device"])
 @pytest.mark.parametrize("max_norm", [None, 0.05])
-def test_step_stats_rows_show_the_clipped_norms(strategy, max_norm):
+def test_step_stats_rows_show_the_clipped_norms(strategy, max_norm, path, monkeypatch):
     """Pre-clip norms stay what backward gave; post-clip norms are those of the gradients the
     optimizer gets (adaptive clip, then clip_grad_norm_ of what it left)."""
+    from gradviz.core import adaptive_clip
+
+    if path == "torch":
+        monkeypatch.setattr(adaptive_clip, "_host_viewable", lambda g, w: False)
     ours, ref = _model_with_grads(), _model_with_grads()
     pre = [p.grad.norm().item() for p in ref.parameters()]
     reference_agc(ref, 0.02, 1e-3, False)

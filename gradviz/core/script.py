@@ -14,6 +14,7 @@ import inspect
 import os
 import sys
 import traceback
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -191,19 +192,25 @@ class ModelScript:
                               f"got {type(inputs).__name__}", **self._site(fn))
         return inputs, targets
 
-    def compute_loss(self, model: nn.Module, inputs: tuple[Any, ...], targets: Any) -> Any:
+    def compute_loss(self, model: nn.Module, inputs: tuple[Any, ...], targets: Any,
+                     loss_context: Any = None) -> Any:
         """Forward and loss, through ``compute_loss`` or ``loss_fn(model(*inputs), targets)``.
 
+        ``loss_context``: a context manager entered around the loss only (``loss_fn``), or
+        around the script's whole ``compute_loss`` (where forward and loss are one call).
         Returns whatever the script returns; callers check it with ``check_loss``.
         """
         custom = self.attr("compute_loss")
         if callable(custom):
-            return call_user(custom, model, inputs, targets, what="compute_loss raised", code="forward-error",
-                             site=definition_site(custom))
+            with loss_context or nullcontext():
+                return call_user(custom, model, inputs, targets, what="compute_loss raised", code="forward-error",
+                                 site=definition_site(custom))
         output = call_user(model, *inputs, what="the model's forward raised", code="forward-error",
                            site=definition_site(type(model).forward))
         fn = self.module.loss_fn
-        return call_user(fn, output, targets, what="loss_fn raised", code="forward-error", site=definition_site(fn))
+        with loss_context or nullcontext():
+            return call_user(fn, output, targets, what="loss_fn raised", code="forward-error",
+                             site=definition_site(fn))
 
     def loss_site(self) -> tuple[str | None, int | None]:
         fn = self.attr("compute_loss") if self.has_compute_loss else self.attr("loss_fn")

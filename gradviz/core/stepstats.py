@@ -272,12 +272,12 @@ def _adaptive_columns(steps: Sequence[StepNumbers], per_param: np.ndarray, rows:
     """Writes the measured post-clip norms of adaptively clipped steps into ``per_param``
     (one host copy for all of them); returns their global post-clip norms."""
     flat = [t for s in steps for t in s.clipped]
-    if flat:
+    if flat and all(isinstance(t, torch.Tensor) for t in flat):
         with torch.no_grad():
             device = flat[0].device
             values = torch.stack([t.to(device, torch.float32) for t in flat]).to("cpu", torch.float64).numpy()
     else:
-        values = np.zeros(0)
+        values = np.array([float(t) for t in flat], dtype=np.float64)   # host floats (or none)
     totals = np.zeros(len(steps))
     start = 0
     for k, (s, r) in enumerate(zip(steps, rows)):

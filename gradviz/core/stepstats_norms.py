@@ -38,10 +38,10 @@ class StepNumbers:
     ``n``), then ``n`` weight norms when ``weights``, then ``n`` update norms when ``deltas``.
     Squared norms as host numbers (``squared``) or norms as 0-d tensors of one device and
     dtype. ``max_norm``: the clipping threshold applied, if any. ``clipped``: with adaptive
-    clipping, the ``n_grads`` gradient norms after every clip (0-d tensors); None otherwise
-    (the norms after a global clip alone follow from ``max_norm``). ``settle``: a collective the
-    numbers still wait for (the sharded strategy's all-reduce, overlapped with the next steps);
-    ``settle_numbers`` runs it before anything reads them.
+    clipping, the ``n_grads`` gradient norms after every clip (host floats or 0-d tensors); None
+    otherwise (the norms after a global clip alone follow from ``max_norm``). ``settle``: a
+    collective the numbers still wait for (the sharded strategy's all-reduce, overlapped with the
+    next steps); ``settle_numbers`` runs it before anything reads them.
     """
 
     values: list

@@ -279,9 +279,10 @@ class Trainer:
         """Forward and loss of one micro-batch (autocast under AMP; label smoothing when asked)."""
         cfg = self.config
         smoothing = LabelSmoothing(cfg.label_smoothing) if cfg.label_smoothing > 0 else None
-        with (torch.autocast("cuda", dtype=getattr(torch, cfg.amp_dtype)) if self.amp else nullcontext()), \
-                (smoothing if smoothing is not None else nullcontext()):
-            raw = self.script.compute_loss(self.model, inputs, targets)
+        # the smoothing mode wraps loss_fn only: a TorchFunctionMode over the forward would cost
+        # a Python call per op (a script's own compute_loss is wrapped whole: it holds both)
+        with torch.autocast("cuda", dtype=getattr(torch, cfg.amp_dtype)) if self.amp else nullcontext():
+            raw = self.script.compute_loss(self.model, inputs, targets, loss_context=smoothing)
         loss = check_loss(raw, *self._loss_where)
         if smoothing is not None and smoothing.calls == 0:
             path, line = self._loss_where
