@@ -399,3 +399,22 @@ def test_toggles_on_a_transformers_model(tmp_path):
         torch.testing.assert_close(g, q, rtol=1e-4, atol=1e-7)
     assert np.nanmax(row.param_norms) == pytest.approx(max(pre), rel=1e-4)
     assert (row.param_norms_clipped < row.param_norms * 0.999).sum() >= 10
+
+
+def test_adaptive_clipping_time_is_not_charged_to_the_update_ratios(tmp_path, monkeypatch):
+    """The update-ratio cadence budgets what the ratios cost; a slow clip must not thin them out."""
+    import time as _time
+
+    original = AdaptiveClip.apply
+
+    def slow(self, params):
+        _time.sleep(0.02)
+        return original(self, params)
+
+    monkeypatch.setattr(AdaptiveClip, "apply", slow)
+    tr = Trainer(toggles(tmp_path), TrainConfig(device="cpu", seed=0, node_sample_interval_s=None,
+                                               adaptive_clip=0.05))
+    for _ in range(5):
+        tr.step()
+    assert tr.stats.adaptive_seconds >= 0.02
+    assert tr._cadence.update_cost < 0.01          # ratios of a 4-16-5 MLP: microseconds, not the clip's 20 ms

@@ -75,6 +75,7 @@ class StepStats:
         self._numbers: StepNumbers | None = None
         self._updates_now = False
         self._t0 = time.perf_counter()
+        self.adaptive_seconds = 0.0     # time the last grads_ready spent clipping adaptively (not update ratios')
 
     @property
     def strategy(self) -> str:
@@ -100,15 +101,18 @@ class StepStats:
         """
         self._updates_now = self.track_updates and updates
         if adaptive is None:
+            self.adaptive_seconds = 0.0
             self._numbers, total = self.norms.measure(max_norm, self._updates_now)
             return total
         self._numbers, _ = self.norms.measure(None, self._updates_now)     # the norms before clipping
+        t0 = time.perf_counter()
         clipped = adaptive.apply(self.params)
         total = None
         if max_norm is not None and clipped:
             total, clipped = clip_after_adaptive(self.params, clipped, max_norm)
             self._numbers.max_norm = float(max_norm)
         self._numbers.clipped = clipped
+        self.adaptive_seconds = time.perf_counter() - t0
         return total
 
     def after_update(self) -> None:
