@@ -74,6 +74,8 @@ def _progress(row, rate: float, as_json: bool, out, clipping: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # over 60 lines: setup, loop and summary of one command in reading order; the summary dict is the --json
+    # contract, kept beside the loop that fills it
     import torch
 
     from gradviz.core.devices import training_threads

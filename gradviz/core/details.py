@@ -39,6 +39,8 @@ def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
     ``graph`` is the traced graph (its script, step and node count identify the replay);
     ``script`` a loaded ``ModelScript`` or a path (default: the graph's own script).
     """
+    # over 60 lines: one replay (rebuild, check it is the same graph, hook, backward, read) whose steps share
+    # the replay's autograd nodes, which must not outlive the call
     if graph.graph.get("meta"):
         raise DetailsError("this graph was traced on the meta device: it has no values")
     source = script if script is not None else graph.graph.get("script")

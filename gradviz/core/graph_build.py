@@ -27,6 +27,8 @@ GRAPH_FORMAT = 1
 def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: "ForwardCapture | None",
                 input_names: dict[int, int], options: "TraceOptions") -> tuple[nx.DiGraph, dict[Any, str]]:
     """The static graph (no gradients yet) and the map autograd node -> node id."""
+    # over 60 lines: one pass per part of the graph (nodes, edges, loss roots, then annotations), in the order
+    # of the graph schema in docs/ARCHITECTURE.md; every node kind's attributes are written in one place
     nodes, edges = walk([r.grad_fn for r in roots])
     param_names = sharding.param_names(model)      # FSDP2's unsharded parameters too
     module_types = {path: sharding.type_name(m) for path, m in model.named_modules()} if model is not None else {}

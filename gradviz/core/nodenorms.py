@@ -225,6 +225,7 @@ class NodeNormSampler:
         once. Hooks are not removed (that would cost as much again): they go inert when
         ``backward`` returns and die with the graph.
         """
+        # over 60 lines: a hot path whose hooks are closures over this call's accumulators (host, dev, shards)
         n = len(nodes)
         host: list[Any] = [None] * n              # squared norms computed on the host (CPU grads)
         dev: dict[int, torch.Tensor] = {}         # norms computed on the device (0-d tensors)
@@ -339,6 +340,7 @@ class NodeNormSampler:
         also feeds the nodes outside is measured by its own hook.
         Returns ``{node_id: norm}``; a node whose hook never ran maps to None.
         """
+        # over 60 lines: one sampled backward in order (number, hook, run, read parameters) over one node list
         roots = [roots] if isinstance(roots, torch.Tensor) else list(roots)
         input_names = {id(t): i for i, t in enumerate(inputs)
                        if isinstance(t, torch.Tensor) and t.requires_grad}

@@ -74,10 +74,8 @@ class GraphScene(QGraphicsScene):
         self.kinds: list[str] = []
         self.reachable: list[bool] = []
         self.norms: list[float | None] = []
-        self.fill_colors: list[QColor] = []
-        self.text_colors: list[QColor] = []
-        self.secondary_colors: list[QColor] = []
-        self.header_colors: list[QColor] = []
+        # per node, from NodeColors: fill, text, second line, header band (lists of QColor)
+        self.fill_colors, self.text_colors, self.secondary_colors, self.header_colors = [], [], [], []
         self._lines: list[tuple[str, str]] = []
         self._elided: dict[int, tuple[str, str]] = {}
         self.items_by_id: dict[str, NodeItem] = {}
