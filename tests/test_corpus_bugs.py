@@ -79,16 +79,21 @@ def test_softmax_over_a_fully_masked_row(found):
     assert f.data["mask_location"] == bug_line(path, "# intentional")
 
 
+def _launcher(launcher: str) -> list[str]:
+    """The command that starts gradviz: ``python -m gradviz`` or the console script pip installed."""
+    if launcher == "module":
+        return [sys.executable, "-m", "gradviz"]
+    script = Path(sys.executable).parent / "gradviz"
+    if not script.exists():
+        pytest.fail(f"the console script {script} is missing: pip install -e . creates it")
+    return [str(script)]
+
+
 @pytest.mark.parametrize("launcher", ["module", "console"])
 def test_locations_never_point_at_the_launcher(launcher, tmp_path):
     """Under ``python -m gradviz`` and the ``gradviz`` console script, every op of a library model is
     located in the user's script and in the library's file, never in gradviz or the launcher."""
-    exe = [sys.executable, "-m", "gradviz"]
-    if launcher == "console":
-        script = Path(sys.executable).parent / "gradviz"
-        if not script.exists():
-            pytest.fail(f"the console script {script} is missing: pip install -e . creates it")
-        exe = [str(script)]
+    exe = _launcher(launcher)
     out = tmp_path / "g.json"
     env = {**os.environ, "GRADVIZ_CORPUS": "resnet", "PYTHONPATH": str(ROOT)}
     subprocess.run(exe + ["export", str(ROOT / "tests" / "corpus" / "zoo.py"), "-o", str(out)], check=True,
@@ -106,12 +111,7 @@ def test_locations_never_point_at_the_launcher(launcher, tmp_path):
 def test_check_findings_never_point_at_the_launcher(launcher):
     """``gradviz check`` through either launcher names the user's bug line, not ``bin/gradviz:8``
     (``sys.exit(main())``) and not an empty location (``python -m gradviz``)."""
-    exe = [sys.executable, "-m", "gradviz"]
-    if launcher == "console":
-        script = Path(sys.executable).parent / "gradviz"
-        if not script.exists():
-            pytest.fail(f"the console script {script} is missing: pip install -e . creates it")
-        exe = [str(script)]
+    exe = _launcher(launcher)
     path = BUGS / "real_resnet_detach.py"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(exe + ["check", str(path), "--json", "--no-gradcheck"], env=env, capture_output=True,
