@@ -19,6 +19,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def line_of(path: Path, marker: str) -> int:
+    """The 1-based number of the first line of ``path`` containing ``marker`` (tests name lines by content)."""
+    for i, text in enumerate(path.read_text().splitlines(), start=1):
+        if marker in text:
+            return i
+    raise AssertionError(marker)
+
+
 @pytest.fixture
 def window(qtbot, tmp_path):
     import gradviz.app  # noqa: F401  (PySide6 workaround first)

@@ -8,17 +8,10 @@ import pytest
 
 from gradviz.core.cut_branches import add_cut_branches, cut_off_params
 from gradviz.core.trace import trace
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import ROOT, SAMPLES, line_of
 
 BUGS = SAMPLES / "bugs"
 VIEWS = ROOT / "tests" / "scripts" / "views"
-
-
-def _line(path, marker):
-    for i, text in enumerate(path.read_text().splitlines(), start=1):
-        if marker in text:
-            return i
-    raise AssertionError(marker)
 
 
 def _branches(path):
@@ -36,8 +29,8 @@ def test_detach_sample_draws_the_encoder_up_to_the_detach():
     (cut,) = cuts.values()
     node = g.nodes[cut["node"]]
     assert node["label"] == ".detach()" and node["cut_point"] and node["call"] == "detach"
-    assert node["location"] == f"{path}:{_line(path, '<-- the bug')}" and "features.detach()" in node["code"]
-    assert node["note"] == f"detach.py:{_line(path, '<-- the bug')}"
+    assert node["location"] == f"{path}:{line_of(path, '<-- the bug')}" and "features.detach()" in node["code"]
+    assert node["note"] == f"detach.py:{line_of(path, '<-- the bug')}"
     assert cut["params"] == sorted(f"encoder.{i}.{w}" for i in (0, 2) for w in ("weight", "bias"))
     assert _labels(g, cut["nodes"]) == ["addmm", "addmm", "relu", "relu"]
     assert "input:0" in cut["nodes"] and g.nodes["input:0"]["shape"] == [32, 20]
@@ -66,7 +59,7 @@ def test_no_grad_block_is_the_cut():
     g, cuts = _branches(path)
     (cut,) = cuts.values()
     assert g.nodes[cut["node"]]["label"] == "torch.no_grad()"
-    assert g.nodes[cut["node"]]["location"].endswith(f":{_line(path, '<-- the bug')}")
+    assert g.nodes[cut["node"]]["location"].endswith(f":{line_of(path, '<-- the bug')}")
     assert cut["params"] == ["embed.0.bias", "embed.0.weight"]
     ops = [n for n in cut["nodes"] if g.nodes[n]["kind"] == "op"]
     assert _labels(g, ops) == ["gelu", "linear"] and all(g.nodes[n]["no_grad"] for n in ops)
@@ -86,7 +79,7 @@ def test_dot_data_and_item():
     g, cuts = _branches(path)
     (cut,) = cuts.values()
     assert g.nodes[cut["node"]]["label"] == ".data" and cut["params"] == ["scale"]
-    assert g.nodes[cut["node"]]["location"].endswith(f":{_line(path, 'LINE_DATA')}")
+    assert g.nodes[cut["node"]]["location"].endswith(f":{line_of(path, 'LINE_DATA')}")
     assert list(g.predecessors(cut["node"])) == ["param:scale"]
     assert g.nodes[cut["consumer"]]["label"] == "mul"       # x * s in the main graph
     path = VIEWS / "cut_item.py"
@@ -110,7 +103,7 @@ def test_in_place_detach():
     g, cuts = _branches(path)
     (cut,) = cuts.values()
     assert g.nodes[cut["node"]]["label"] == ".detach_()"
-    assert g.nodes[cut["node"]]["location"].endswith(f":{_line(path, 'LINE_CUT')}")
+    assert g.nodes[cut["node"]]["location"].endswith(f":{line_of(path, 'LINE_CUT')}")
     assert cut["params"] == ["encoder.0.bias", "encoder.0.weight"]
     assert _labels(g, cut["nodes"]) == ["addmm", "relu"]
     assert g.nodes[cut["consumer"]]["module"] == "head" and g.nodes[cut["consumer"]]["reachable"] is True
@@ -124,8 +117,8 @@ def test_cut_values_written_in_place_into_another_tensor():
     by_label = {g.nodes[n]["label"]: b for n, b in cuts.items()}
     assert set(by_label) == {".detach()", "torch.no_grad()"}
     detach, no_grad = by_label[".detach()"], by_label["torch.no_grad()"]
-    assert g.nodes[detach["node"]]["location"].endswith(f":{_line(path, 'LINE_SETITEM')}")
-    assert g.nodes[no_grad["node"]]["location"].endswith(f":{_line(path, 'LINE_NO_GRAD')}")
+    assert g.nodes[detach["node"]]["location"].endswith(f":{line_of(path, 'LINE_SETITEM')}")
+    assert g.nodes[no_grad["node"]]["location"].endswith(f":{line_of(path, 'LINE_NO_GRAD')}")
     assert detach["params"] == ["encoder.0.bias", "encoder.0.weight"]
     assert no_grad["params"] == ["summary.bias", "summary.weight"]
     assert _labels(g, detach["nodes"]) == ["addmm", "relu", "slice"]
@@ -217,7 +210,7 @@ def test_transformers_model_cut_by_detach(tmp_path):
     """))
     g, cuts = _branches(path)
     (cut,) = cuts.values()
-    assert g.nodes[cut["node"]]["location"].endswith(f":{_line(path, 'LINE_CUT')}")
+    assert g.nodes[cut["node"]]["location"].endswith(f":{line_of(path, 'LINE_CUT')}")
     gpt_params = sorted(n[len("param:"):] for n, a in g.nodes(data=True)
                         if a["kind"] == "param" and n.startswith("param:gpt."))
     assert cut["params"] == gpt_params and len(gpt_params) >= 14

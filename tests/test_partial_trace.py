@@ -8,17 +8,10 @@ import pytest
 
 from gradviz.core.partial_trace import FAILED, trace_failure
 from gradviz.core.trace import trace
-from tests.conftest import ROOT
+from tests.conftest import ROOT, line_of
 
 VIEWS = ROOT / "tests" / "scripts" / "views"
 BAD_FORWARD = ROOT / "tests" / "scripts" / "bad_forward.py"
-
-
-def _line(path, marker):
-    for i, text in enumerate(path.read_text().splitlines(), start=1):
-        if marker in text:
-            return i
-    raise AssertionError(marker)
 
 
 def _into_failed(g):
@@ -61,7 +54,7 @@ def test_loss_fn_failure_shows_the_whole_forward_and_the_targets():
     g = trace_failure(path)
     node = g.nodes[FAILED]
     assert node["op"] == "mse_loss"
-    assert node["location"] == f"{path}:{_line(path, 'LINE_LOSS')}"
+    assert node["location"] == f"{path}:{line_of(path, 'LINE_LOSS')}"
     feeds = _into_failed(g)
     assert sorted(feeds.values()) == [[6, 2], [6, 3]]
     assert g.nodes["failed-arg:1"]["kind"] == "leaf" and g.nodes["failed-arg:1"]["shape"] == [6, 2]
@@ -73,7 +66,7 @@ def test_python_raise_is_fed_by_the_last_values():
     g = trace_failure(path)
     node = g.nodes[FAILED]
     assert node["op"] == "ValueError" and node["note"] == ""
-    assert node["location"] == f"{path}:{_line(path, 'LINE_RAISE')}"
+    assert node["location"] == f"{path}:{line_of(path, 'LINE_RAISE')}"
     assert "expected 4 features, got 3" in node["error"]
     (src,) = g.predecessors(FAILED)
     assert g.nodes[src]["label"] == "relu"
@@ -83,7 +76,7 @@ def test_dtype_error_names_both_dtypes():
     path = VIEWS / "bad_dtype.py"
     g = trace_failure(path)
     node = g.nodes[FAILED]
-    assert node["op"] == "mm" and node["location"].endswith(f":{_line(path, 'LINE_MM')}")
+    assert node["op"] == "mm" and node["location"].endswith(f":{line_of(path, 'LINE_MM')}")
     assert [a["dtype"] for a in node["inputs"]] == ["float32", "float64"]
     assert _into_failed(g)["param:w"] == [4, 2]
 
@@ -92,7 +85,7 @@ def test_a_caught_error_is_not_the_failure():
     path = VIEWS / "caught_then_fails.py"
     g = trace_failure(path)
     node = g.nodes[FAILED]
-    assert node["op"] == "view" and node["location"].endswith(f":{_line(path, 'LINE_VIEW')}")
+    assert node["op"] == "view" and node["location"].endswith(f":{line_of(path, 'LINE_VIEW')}")
 
 
 def test_the_partial_graph_holds_what_trace_sees_before_the_failing_line(tmp_path):

@@ -14,15 +14,9 @@ from torch import nn
 import gradviz
 from gradviz.core.script import load_script
 from gradviz.core.trace import trace_run
+from tests.conftest import line_of
 
 SCRIPTS = Path(__file__).parent / "scripts"
-
-
-def line_of(path: Path, marker: str) -> int:
-    for i, text in enumerate(path.read_text().splitlines(), start=1):
-        if marker in text:
-            return i
-    raise AssertionError(marker)
 
 
 def independent_walk(root) -> set:
