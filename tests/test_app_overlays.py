@@ -114,3 +114,39 @@ def test_first_view_of_a_tall_graph_keeps_node_text_readable(qtbot, window):
 
     open_and_wait(qtbot, window, MLP.parent / "cnn.py")
     assert window.view.scale_factor() >= TEXT_LOD   # node labels are drawn
+
+
+def test_mark_entries_wrap_to_the_view_and_nothing_is_cut(qtbot, window):
+    """detach.py after a health check draws three kinds of marks: in a narrow window their legend
+    entries wrap into rows inside the view (one row ran past the edge: 'error found by the he…')."""
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtGui import QImage, QPainter
+
+    from gradviz.core.colors import LogColorScale
+    from gradviz.render import style
+    from gradviz.render.legend import MARKS_H, PAD, bar_row_width, legend_size, mark_rows, paint_legend
+
+    marks = ["broken", "cut-branch", "nan-origin"]
+    one_row = legend_size(key=False, marks=marks)
+    narrow = bar_row_width() + 20       # the colour bar's row is the least the legend needs
+    assert one_row.width() > narrow
+    rows = mark_rows(marks, narrow)
+    assert len(rows) >= 2 and [m for r in rows for m in r] == marks
+    wrapped = legend_size(key=False, marks=marks, max_width=narrow)
+    assert wrapped.width() <= narrow + 1 and wrapped.height() == one_row.height() + MARKS_H * (len(rows) - 1)
+    image = QImage(wrapped.width() + 40, wrapped.height() + 40, QImage.Format_ARGB32)
+    image.fill(Qt.transparent)
+    painter = QPainter(image)
+    used = paint_legend(painter, QPointF(PAD, PAD), LogColorScale(1e-3, 10.0), style.theme("light"),
+                        key=False, marks=marks, max_width=narrow)
+    painter.end()
+    assert used.height() == pytest.approx(wrapped.height() - 4, abs=1)
+    assert _rightmost_painted_column(image) <= PAD + wrapped.width() + 1
+
+    window.resize(1250, 800)
+    window.legend.set_marks(marks)
+    window.overlays.place()
+    vp = window.view.viewport().geometry()
+    least = legend_size(key=False).width() + 2 * PAD          # the colour bar's row cannot wrap
+    assert window.legend.geometry().right() <= vp.right() or window.legend.width() <= least + 1
+    assert window.legend.height() >= window.legend.sizeHint().height()

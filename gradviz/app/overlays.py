@@ -39,6 +39,7 @@ class Overlays:
         legend = self.legend
         graph = self.scene.graph
         legend.setVisible(self.legend_wanted and graph is not None and graph.number_of_nodes() > 0)
+        legend.set_max_width(vp.width() - 2 * LEGEND_INSET)     # mark entries wrap: none cut at the edge
         legend.resize(legend.sizeHint())
         legend.move(vp.left() + LEGEND_INSET, vp.bottom() - legend.height() - LEGEND_INSET)
         legend.raise_()

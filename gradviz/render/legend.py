@@ -61,30 +61,50 @@ def key_row_width(frames: bool = False) -> float:
     return sum(36 + style.text_width(name, 11, 400) + 18 for name in entries) - 18
 
 
+def _mark_width(name: str) -> float:
+    return 36 + style.text_width(mark_label(name), 11, 400)
+
+
 def marks_row_width(marks: Sequence[str]) -> float:
-    return sum(36 + style.text_width(mark_label(m), 11, 400) + 18 for m in marks) - 18 if marks else 0.0
+    return sum(_mark_width(m) + 18 for m in marks) - 18 if marks else 0.0
+
+
+def mark_rows(marks: Sequence[str], max_width: float | None = None) -> list[list[str]]:
+    """The mark entries in rows no wider than ``max_width`` (one row when None); an entry wider
+    than that gets a row of its own."""
+    rows: list[list[str]] = []
+    for name in marks:
+        if rows and (max_width is None or marks_row_width(rows[-1] + [name]) <= max_width):
+            rows[-1].append(name)
+        else:
+            rows.append([name])
+    return rows
 
 
 def legend_size(title: str | None = None, subtitle: str | None = None, marks: Sequence[str] = (),
-                frames: bool = False, fixed: bool = False, key: bool = True) -> QSize:
+                frames: bool = False, fixed: bool = False, key: bool = True,
+                max_width: float | None = None) -> QSize:
     """Exactly the area ``paint_legend`` uses with the same arguments."""
-    w = max(bar_row_width(fixed), key_row_width(frames) if key else 0.0, marks_row_width(marks))
+    rows = mark_rows(marks, max_width)
+    w = max([bar_row_width(fixed), key_row_width(frames) if key else 0.0] + [marks_row_width(r) for r in rows])
     if title:
         w = max(w, style.text_width(title, 14, 600))
     if subtitle:
         w = max(w, style.text_width(subtitle, 11, 400))
-    h = ROW_H + (KEY_H if key else 0) + (MARKS_H if marks else 0)
+    h = ROW_H + (KEY_H if key else 0) + MARKS_H * len(rows)
     h += (TITLE_H if title else 0) + (SUBTITLE_H if subtitle else 0)
     return QSize(math.ceil(w), math.ceil(h + 4))
 
 
 def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme: style.Theme,
                  title: str | None = None, subtitle: str | None = None, key: bool = True,
-                 marks: Sequence[str] = (), frames: bool = False, fixed: bool = False) -> QRectF:
+                 marks: Sequence[str] = (), frames: bool = False, fixed: bool = False,
+                 max_width: float | None = None) -> QRectF:
     """Draw the legend with its top-left at ``origin``; returns the area it used.
 
-    ``marks``: the mark styles drawn in the graph (each gets an entry); ``frames``: module
-    frames are drawn (the key explains them); ``fixed``: the colour range is fixed."""
+    ``marks``: the mark styles drawn in the graph (each gets an entry, in rows no wider than
+    ``max_width``); ``frames``: module frames are drawn (the key explains them); ``fixed``: the
+    colour range is fixed."""
     painter.save()
     painter.setRenderHint(QPainter.Antialiasing)
     painter.setRenderHint(QPainter.TextAntialiasing)
@@ -109,11 +129,11 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
     if key:
         _paint_key(painter, x, y, theme, frames)
         y += KEY_H
-    if marks:
-        _paint_marks(painter, x, y, theme, marks)
+    for row in mark_rows(marks, max_width):
+        _paint_marks(painter, x, y, theme, row)
         y += MARKS_H
     painter.restore()
-    size = legend_size(title, subtitle, marks, frames, fixed, key)
+    size = legend_size(title, subtitle, marks, frames, fixed, key, max_width)
     return QRectF(origin.x(), origin.y(), size.width(), y - origin.y())
 
 
@@ -168,7 +188,7 @@ def _paint_marks(painter: QPainter, x: float, y: float, theme: style.Theme, mark
             paint_badge(painter, QPointF(x + 15, y + 8), name)
         painter.setPen(QColor(theme.strong_outline))
         painter.drawText(QPointF(x + 36, y + 12.5), mark_label(name))
-        x += 36 + style.text_width(mark_label(name), 11, 400) + 18
+        x += _mark_width(name) + 18
 
 
 def _paint_key(painter: QPainter, x: float, y: float, theme: style.Theme, frames: bool = False) -> float:
@@ -224,6 +244,7 @@ class ColorBarWidget(QWidget):
         self._theme = style.theme(theme)
         self._key = key
         self._marks: list[str] = []
+        self._max_width: float | None = None     # the mark entries wrap to it (the view's width)
         self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Fixed)
         self.setAttribute(Qt.WA_TransparentForMouseEvents, False)
 
@@ -244,9 +265,17 @@ class ColorBarWidget(QWidget):
             self.resize(self.sizeHint())
             self.update()
 
+    def set_max_width(self, width: float | None) -> None:
+        """The widest the legend may be (its mark entries wrap into rows); None: one row."""
+        inner = None if width is None else max(1.0, width - 2 * PAD)
+        if inner != self._max_width:
+            self._max_width = inner
+            self.updateGeometry()
+            self.update()
+
     def sizeHint(self) -> QSize:
         """Exactly what ``paint_legend`` draws plus the margin: nothing is cut off."""
-        size = legend_size(key=self._key, marks=self._marks)
+        size = legend_size(key=self._key, marks=self._marks, max_width=self._max_width)
         return QSize(size.width() + math.ceil(2 * PAD), size.height() + math.ceil(2 * PAD) - 4)
 
     def minimumSizeHint(self) -> QSize:
@@ -260,5 +289,6 @@ class ColorBarWidget(QWidget):
         painter.setPen(Qt.NoPen)
         painter.setBrush(bg)
         painter.drawRoundedRect(QRectF(self.rect()), 6, 6)
-        paint_legend(painter, QPointF(PAD, PAD), self._scale, self._theme, key=self._key, marks=self._marks)
+        paint_legend(painter, QPointF(PAD, PAD), self._scale, self._theme, key=self._key, marks=self._marks,
+                     max_width=self._max_width)
         painter.end()
