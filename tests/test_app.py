@@ -6,6 +6,7 @@ with the same seed the trace uses (``TraceOptions.seed``).
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 import time
@@ -251,11 +252,13 @@ def test_newer_request_supersedes_older(qtbot, window):
 def test_screenshot_cli_writes_a_png(tmp_path):
     out = tmp_path / "shot.png"
     code = ("import sys; from gradviz.cli.main import main; "
-            f"sys.exit(main([{str(MLP)!r}, '--screenshot', {str(out)!r}, '--size', '1200x800']))")
+            f"sys.exit(main(['-v', {str(MLP)!r}, '--screenshot', {str(out)!r}, '--size', '1200x800']))")
     env = {**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=180)
     assert proc.returncode == 0, proc.stderr
+    # with -v the window says when the graph was on screen (bench_scale reads this line)
+    assert re.search(r"graph on screen \d+\.\d\d s after launch", proc.stderr), proc.stderr
     from PySide6.QtGui import QImage
 
     img = QImage(str(out))

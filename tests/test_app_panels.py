@@ -133,3 +133,56 @@ def test_short_numbers_fit_a_narrow_column():
         if value is not None and text not in ("NaN", "—"):
             assert abs(float(text) - value) <= 0.005 * abs(value)       # what it says is the value
     assert short_num(float("inf")) == num(float("inf"))
+
+
+def test_outline_rebuilt_for_a_second_graph_filters_and_toggles_on_the_new_rows(qtbot):
+    """set_modules builds the rows off-view and hands the proxy the new model: the filter, the tree
+    and the expand check boxes must all work on it, and nothing of the first graph may stay."""
+    from gradviz.app.outline_panel import OutlinePanel
+
+    panel = OutlinePanel()
+    qtbot.addWidget(panel)
+    first = {"": {"parent": None, "type": "Net"}, "enc": {"parent": "", "type": "Linear", "nodes": 3, "numel": 12}}
+    second = {"": {"parent": None, "type": "Other"}, "dec": {"parent": "", "type": "Conv2d", "nodes": 2, "numel": 5},
+              "dec.inner": {"parent": "dec", "type": "ReLU", "nodes": 1}}
+    panel.set_modules(first, set())
+    panel.set_modules(second, {"dec"})
+    assert panel.item("enc") is None and panel.item("dec") is not None
+    assert panel.proxy.sourceModel() is panel.model
+    assert panel.model.rowCount() == 1 and panel.model.item(0).text() == "(model)"
+    panel.filter.setText("inner")
+    root = panel.proxy.index(0, 0)
+    dec = panel.proxy.index(0, 0, root)
+    assert dec.data() == "dec" and panel.proxy.index(0, 0, dec).data() == "inner"
+    toggled = []
+    panel.expandToggled.connect(lambda path, on: toggled.append((path, on)))
+    panel.item("dec.inner").setCheckState(Qt.Checked)
+    assert toggled == [("dec.inner", True)]
+
+
+def test_inspector_histogram_loads_pyqtgraph_only_when_there_is_one(tmp_path):
+    """pyqtgraph (0.3 s to import) is not on the way from launch to the first graph: the inspector's
+    histogram makes its plot when a node with a histogram is shown."""
+    code = """
+import sys
+from gradviz.render.qtcompat import ensure_app
+app = ensure_app()
+from gradviz.app.inspector_panel import InspectorPanel
+panel = InspectorPanel()
+panel.show_node("op:1", {"kind": "op", "label": "mm", "grad_norm": 1.0})
+assert "pyqtgraph" not in sys.modules, "pyqtgraph loaded with no histogram to show"
+assert not panel.histogram.isVisibleTo(panel)
+hist = {"edges": [0.0, 1.0, 2.0], "counts": [3, 4]}
+panel.show_node("op:1", {"kind": "op", "label": "mm", "grad_norm": 1.0, "grad_hist": hist})
+assert "pyqtgraph" in sys.modules and panel.histogram.isVisibleTo(panel)
+x, y = panel.histogram.data()
+assert list(x) == [0.0, 1.0, 2.0] and list(y) == [3.0, 4.0]
+print("ok")
+"""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

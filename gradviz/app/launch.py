@@ -6,11 +6,14 @@ prints the reason on stderr and exits 1 (also after ``SCREENSHOT_TIMEOUT`` secon
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
 
 import gradviz
+
+log = logging.getLogger(__name__)
 
 SCREENSHOT_TIMEOUT = 120.0
 
@@ -100,6 +103,7 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
 
     window = MainWindow()
     window.session.meta = meta
+    log_first_graph(window)
     hook = ExceptHook(window)
     hook.caught.connect(lambda exc, text: window.show_error(exc, details=text, title="Unexpected error"))
     hook.install()
@@ -127,6 +131,18 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
         sys.stderr.flush()
         os._exit(result["code"])  # a user script still running in the worker: do not wait for it
     return result["code"]
+
+
+def log_first_graph(window) -> None:
+    """Log (``-v``) when the first graph is on screen, counted from the process's start."""
+    from gradviz.core.launch_clock import seconds_since_launch
+
+    def shown() -> None:
+        window.graphShown.disconnect(shown)
+        seconds = seconds_since_launch()
+        if seconds is not None:
+            log.info("graph on screen %.2f s after launch", seconds)
+    window.graphShown.connect(shown)
 
 
 def _screenshot(app, window, path: Path | None, out: str, hook, note: str | None = None) -> int:
