@@ -9,23 +9,35 @@ from __future__ import annotations
 
 from PySide6.QtCore import QCoreApplication, Qt
 from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from gradviz.app.contract import TrainingHost
 from gradviz.app.training.history import History
 from gradviz.app.training.panel import TrainingPanel
-from gradviz.app.training.plots import TrainingPlots
 
 __all__ = ["install", "TrainingPanel", "TrainingPlots", "History"]
 
 
+def __getattr__(name: str):
+    if name == "TrainingPlots":        # pyqtgraph loads with it: only when asked for
+        from gradviz.app.training.plots import TrainingPlots
+
+        return TrainingPlots
+    raise AttributeError(name)
+
+
 def install(host: TrainingHost) -> TrainingPanel:
     history = History()
-    plots = TrainingPlots(history)
-    panel = TrainingPanel(host, history, plots)
+    slot = QWidget()              # the plots go in when first needed (TrainingPanel.plots)
+    slot.setObjectName("trainingPlotsSlot")
+    QVBoxLayout(slot).setContentsMargins(0, 0, 0, 0)
+    panel = TrainingPanel(host, history, plots_body=slot)
     dock = host.add_dock("Training", panel, Qt.LeftDockWidgetArea, tabbed=False)
-    plots_dock = host.add_dock("Training plots", plots, Qt.BottomDockWidgetArea)
+    plots_dock = host.add_dock("Training plots", slot, Qt.BottomDockWidgetArea)
     dock.hide()
     plots_dock.hide()
+    # shown by the user (View menu, a tab) or by Start: the plots are made before it paints
+    plots_dock.visibilityChanged.connect(lambda visible: visible and panel.plots)
 
     def show_docks() -> None:
         for d in (dock, plots_dock):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction
@@ -15,9 +16,12 @@ from gradviz.app.contract import TrainingHost
 from gradviz.app.explain import explain_nonfinite
 from gradviz.app.document import Document
 from gradviz.app.training.history import History
-from gradviz.app.training.plots import TrainingPlots
+from gradviz.app.training.plots_slot import PlotsSlot
 from gradviz.app.training.worker import TrainingWorker
 from gradviz.core.trainer import SCHEDULES, TrainConfig, available_devices
+
+if TYPE_CHECKING:
+    from gradviz.app.training.plots import TrainingPlots
 
 OPTIMIZER_CHOICES = [("script's", None), ("SGD", "sgd"), ("SGD + momentum", "sgd-momentum"), ("Adam", "adam"),
                      ("AdamW", "adamw")]
@@ -29,14 +33,14 @@ class TrainingPanel(QWidget):
     stateChanged = Signal(str)
 
     def __init__(self, host: TrainingHost, history: History | None = None, plots: TrainingPlots | None = None,
-                 parent=None) -> None:
+                 parent=None, plots_body: QWidget | None = None) -> None:
         # long: the controls and settings form, built in reading order
         super().__init__(parent)
         self.host = host
         self.doc: Document = host.document       # the document trained (what the worker's results go to)
         self.actions: dict[str, QAction] = {}
         self.history = history if history is not None else History()
-        self.plots = plots if plots is not None else TrainingPlots(self.history)
+        self.plots_slot = PlotsSlot(self.history, plots_body, plots)     # the plots, made on first use
         self.worker: TrainingWorker | None = None
         self._selected: str | None = None     # the graph's selected node: its stats follow training
         self._old_workers: list[TrainingWorker] = []
@@ -272,7 +276,7 @@ class TrainingPanel(QWidget):
             self.worker.reset()
         else:
             self.history.clear()
-            self.plots.refresh(force=True)
+            self.plots_slot.refresh()
             self.step_label.setText("step —")
             self.loss_label.setText("loss —")
             self.acc_label.setText("")
@@ -284,7 +288,7 @@ class TrainingPanel(QWidget):
             if w is not None and w.isRunning():
                 w.stop()
                 ok = w.wait(wait_ms) and ok
-        self.plots.timer.stop()
+        self.plots_slot.stop()
         return ok
 
     def _retire_worker(self) -> None:
@@ -322,8 +326,7 @@ class TrainingPanel(QWidget):
 
     def _on_norms(self, norms: dict, step: int) -> None:
         self.doc.set_norms(norms, step + 1, "training")   # counted like the loss: steps done
-        if self.plots.highlighted:
-            self.plots.highlight(self.plots.highlighted, self.host.node_color(f"param:{self.plots.highlighted}"))
+        self.plots_slot.recolor(self.host.node_color)
 
     def _on_detail(self, detail: dict) -> None:
         """Fresh statistics of the selected node: the inspector follows training."""
@@ -356,6 +359,11 @@ class TrainingPanel(QWidget):
                 self.actions[name].setEnabled(button.isEnabled())
         self.stateChanged.emit(state)
 
+    @property
+    def plots(self) -> TrainingPlots:
+        """The Training plots widget (made, and put in its dock, the first time it is asked for)."""
+        return self.plots_slot.widget
+
     def set_actions(self, actions: dict[str, QAction]) -> None:
         """The Run menu's actions: enabled exactly when their buttons are."""
         self.actions = actions
@@ -367,8 +375,7 @@ class TrainingPanel(QWidget):
         self._retire_worker()
         self.doc = doc
         self.history.set_names([])
-        self.plots.set_names([])
-        self.plots.refresh(force=True)
+        self.plots_slot.clear()
         self.last_metrics = {}
         self.step_label.setText("step —")
         self.loss_label.setText("loss —")
@@ -381,12 +388,7 @@ class TrainingPanel(QWidget):
         self._selected = nid or None
         if self.worker is not None:
             self.worker.set_detail_node(self._selected)
-        if nid.startswith("param:"):
-            name = nid[len("param:"):]
-            if name in self.plots.param_curves:
-                self.plots.highlight(name, self.host.node_color(nid))
-                return
-        self.plots.highlight(None)
+        self.plots_slot.follow_selection(nid, self.host.node_color)
 
     def export_csv(self, path: str | None = None) -> Path | None:
         if path is None:
