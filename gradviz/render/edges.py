@@ -1,10 +1,20 @@
 """Edges of ``GraphScene``: smooth curves from the layout's polylines, arrowheads and
-tensor-shape labels, built into ``EdgeBatch`` items of ~160 edges each."""
+tensor-shape labels, built into ``EdgeBatch`` items of nearby edges.
+
+A batch is repainted (all its curves stroked) whenever its bounding rect meets the exposed
+area, so a batch must stay small on the graph: edges are grouped by place (``tiles.kd_chunks``),
+an edge with bend points that is taller or wider than ``LONG`` is cut at its bend points into
+pieces of about ``PIECE``, and a straight edge longer than ``LONG`` (a parameter used at each of
+2,000 unrolled steps: edges 1.8 million pixels tall) is drawn by ``LongEdges``, which strokes only
+the part of each curve inside the exposed area. Arrowheads and labels stay with the batch of
+the place they are drawn at.
+"""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import networkx as nx
+import numpy as np
 from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QPainterPath, QPolygonF
 
@@ -12,24 +22,34 @@ from gradviz.core.formatting import shape_text
 from gradviz.core.layout import Layout
 from gradviz.render import style
 from gradviz.render.items import EdgeBatch
+from gradviz.render.tiles import kd_chunks
 
 if TYPE_CHECKING:
     from gradviz.render.scene import GraphScene
 
 EDGES_PER_BATCH = 160
 ARROW_LEN, ARROW_HALF_W = 7.0, 3.6
+LONG = 4096.0      # scene px: an edge extending further is not put whole in one batch
+PIECE = 2048.0     # a long edge with bend points is cut into pieces about this tall or wide
 
 
-def edge_path(points: list[tuple[float, float]]) -> QPainterPath:
-    """Smooth curve through the layout's points: each segment is a cubic leaving and
-    entering vertically (data flows down), ending ``ARROW_LEN`` short for the arrowhead."""
-    path = QPainterPath(QPointF(*points[0]))
+def add_curve(path: QPainterPath, points: list[tuple[float, float]], shorten_end: bool = True) -> None:
+    """Append the smooth curve through ``points``: each segment a cubic leaving and entering
+    vertically (data flows down); with ``shorten_end`` it stops ``ARROW_LEN`` short of the last
+    point, where the arrowhead is."""
+    path.moveTo(*points[0])
     last = len(points) - 2
     for k, ((x0, y0), (x1, y1)) in enumerate(zip(points, points[1:])):
-        if k == last:
+        if shorten_end and k == last:
             y1 -= ARROW_LEN if y1 > y0 else -ARROW_LEN
         dy = (y1 - y0) * 0.5
         path.cubicTo(x0, y0 + dy, x1, y1 - dy, x1, y1)
+
+
+def edge_path(points: list[tuple[float, float]]) -> QPainterPath:
+    """The whole curve of one edge (see ``add_curve``)."""
+    path = QPainterPath()
+    add_curve(path, points)
     return path
 
 
@@ -38,8 +58,20 @@ def arrow(x: float, y: float) -> QPolygonF:
                       QPointF(x + ARROW_HALF_W, y - ARROW_LEN - 0.5)])
 
 
+class Part(NamedTuple):
+    """What one batch draws of an edge: a run of its curve, its arrowhead, its label."""
+    box: tuple[float, float, float, float]          # left, top, right, bottom (scene)
+    points: list | None = None                      # the run's points (None: arrow/label only)
+    shorten_end: bool = False                       # the run ends at the edge's target
+    whole: QPainterPath | None = None               # the edge's whole curve, when the run is all of it
+    arrow_at: tuple[float, float] | None = None
+    label: tuple[QPointF, str] | None = None
+
+
 def build_edges(scene: "GraphScene", graph: nx.DiGraph, layout: Layout) -> None:
-    """Add the edge batches to ``scene`` and fill ``scene.edge_paths`` (used by overlays)."""
+    """Add the edge items to ``scene`` and fill ``scene.edge_paths`` (used by overlays)."""
+    from gradviz.render.long_edges import LongEdges
+
     entries = []
     for (u, v), pts in layout.edges.items():
         if len(pts) >= 2 and u in scene.index and v in scene.index:
@@ -47,28 +79,80 @@ def build_edges(scene: "GraphScene", graph: nx.DiGraph, layout: Layout) -> None:
             entries.append((min(p[1] for p in pts), u, v, pts, attrs))
     entries.sort(key=lambda e: e[0])
     seen_labels: set[tuple] = set()
-    solid = [e for e in entries if not e[4].get("dashed")]
-    dashed = [e for e in entries if e[4].get("dashed")]     # cut branches (core/cut_branches.py)
-    runs = [(solid[k:k + EDGES_PER_BATCH], False) for k in range(0, len(solid), EDGES_PER_BATCH)]
-    runs += [(dashed[k:k + EDGES_PER_BATCH], True) for k in range(0, len(dashed), EDGES_PER_BATCH)]
-    for run, is_dashed in runs:
+    solid: list[Part] = []
+    dashed: list[Part] = []     # cut branches (core/cut_branches.py): drawn whole, never split
+    long_ends: list[tuple[float, float, float, float]] = []
+    for _, u, v, pts, attrs in entries:
+        path = edge_path(pts)
+        scene.edge_paths[(u, v)] = path
+        label = _shape_label(pts, shape_text(attrs.get("shape")), seen_labels)
+        if attrs.get("dashed"):
+            dashed.append(Part(_box(pts), pts, True, path, pts[-1], label))
+        else:
+            solid.extend(_parts(pts, path, label, long_ends))
+    for parts, is_dashed in ((solid, False), (dashed, True)):
+        _add_batches(scene, parts, is_dashed)
+    if long_ends:
+        item = LongEdges(scene, long_ends, ARROW_LEN)
+        scene.addItem(item)
+        scene.edge_batches.append(item)
+
+
+def _box(pts: list) -> tuple[float, float, float, float]:
+    xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+    return min(xs), min(ys), max(xs), max(ys)
+
+
+def _parts(pts: list, path: QPainterPath, label, long_ends: list) -> list[Part]:
+    """An edge as batch parts: whole when it is short; else its arrow and label alone and
+    its curve cut at bend points (or, straight, left to ``LongEdges``: ``long_ends``)."""
+    x0, y0, x1, y1 = box = _box(pts)
+    if x1 - x0 <= LONG and y1 - y0 <= LONG:
+        return [Part(box, pts, True, path, pts[-1], label)]
+    (sx, sy), (tx, ty) = pts[0], pts[-1]
+    ends = [Part((sx, sy, sx, sy), label=label), Part((tx, ty, tx, ty), arrow_at=pts[-1])]
+    if len(pts) == 2:
+        long_ends.append((sx, sy, tx, ty))
+        return ends
+    runs, start = [], 0
+    for k in range(1, len(pts)):
+        run_box = _box(pts[start:k + 1])
+        if k > start + 1 and (run_box[2] - run_box[0] > PIECE or run_box[3] - run_box[1] > PIECE):
+            runs.append((start, k - 1))
+            start = k - 1
+    runs.append((start, len(pts) - 1))
+    return ends + [Part(_box(pts[a:b + 1]), pts[a:b + 1], b == len(pts) - 1) for a, b in runs]
+
+
+def _add_batches(scene: "GraphScene", parts: list[Part], dashed: bool) -> None:
+    if not parts:
+        return
+    boxes = np.array([p.box for p in parts], dtype=np.float64)
+    for chunk in kd_chunks(boxes, EDGES_PER_BATCH):
         curves, lines, arrows = QPainterPath(), QPainterPath(), QPainterPath()
         labels: list[tuple[QPointF, str]] = []
-        for _, u, v, pts, attrs in run:
-            path = edge_path(pts)
-            scene.edge_paths[(u, v)] = path
-            curves.addPath(path)
-            lines.moveTo(*pts[0])
-            for p in pts[1:]:
-                lines.lineTo(*p)
-            arrows.addPolygon(arrow(*pts[-1]))
-            label = _shape_label(pts, shape_text(attrs.get("shape")), seen_labels)
-            if label is not None:
-                labels.append(label)
-        rect = curves.boundingRect().united(arrows.boundingRect()).adjusted(-2, -2, 2, 2)
-        for point, text in labels:
-            rect = rect.united(QRectF(point.x() - 2, point.y() - 11, 8 + 6.5 * len(text), 14))
-        batch = EdgeBatch(scene, rect, curves, lines, arrows, labels, dashed=is_dashed)
+        rect = QRectF()
+        for k in chunk.tolist():
+            part = parts[k]
+            x0, y0, x1, y1 = part.box
+            rect = rect.united(QRectF(x0 - 2, y0 - 2, x1 - x0 + 4, y1 - y0 + 4))
+            if part.points is not None:
+                if part.whole is not None:
+                    curves.addPath(part.whole)
+                else:
+                    add_curve(curves, part.points, part.shorten_end)
+                lines.moveTo(*part.points[0])
+                for p in part.points[1:]:
+                    lines.lineTo(*p)
+            if part.arrow_at is not None:
+                ax, ay = part.arrow_at
+                arrows.addPolygon(arrow(ax, ay))
+                rect = rect.united(QRectF(ax - ARROW_HALF_W - 2, ay - ARROW_LEN - 2.5, 2 * ARROW_HALF_W + 4, ARROW_LEN + 4.5))
+            if part.label is not None:
+                point, text = part.label
+                labels.append(part.label)
+                rect = rect.united(QRectF(point.x() - 2, point.y() - 11, 8 + 6.5 * len(text), 14))
+        batch = EdgeBatch(scene, rect, curves, lines, arrows, labels, dashed=dashed)
         scene.addItem(batch)
         scene.edge_batches.append(batch)
 

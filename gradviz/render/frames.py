@@ -9,7 +9,7 @@ modules get wider padding than the modules inside them, so frames nest.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import networkx as nx
@@ -21,6 +21,8 @@ from gradviz.core.modules import prefixes
 from gradviz.render import frame_shapes as shapes
 from gradviz.render import style
 from gradviz.render.far_labels import paint_far_label
+from gradviz.render.items import visible_area
+from gradviz.render.frame_bands import BAND, BandPart, area_path, banded, lines_path
 
 if TYPE_CHECKING:
     from gradviz.render.scene import GraphScene
@@ -48,6 +50,8 @@ class Frame:
     outline: QPainterPath    # the boundary, as line segments
     pieces: list[QRectF]     # each separate piece of the frame, top to bottom (label at its top-left)
     outermost: bool = False  # no framed module holds it (labelled when zoomed far out)
+    rects: list[tuple[float, float, float, float]] = field(default_factory=list)     # ``path``'s rectangles
+    segments: list[tuple[float, float, float, float]] = field(default_factory=list)  # ``outline``'s lines
 
     @property
     def label_at(self) -> list[QPointF]:
@@ -119,26 +123,24 @@ def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF]) -> list[Fr
         if not inside or len(inside) > MAX_FRAMED:
             continue
         stack = shapes.bands(rows, inside, padding(heights[module]))
-        fill = QPainterPath()
-        fill.setFillRule(Qt.WindingFill)
-        for band in stack:
-            for x0, x1 in band.spans:
-                fill.addRect(QRectF(QPointF(x0, band.top), QPointF(x1, band.bottom)))
-        line = QPainterPath()
-        for x0, y0, x1, y1 in shapes.outline(stack):
-            line.moveTo(x0, y0)
-            line.lineTo(x1, y1)
+        rects = [(x0, band.top, x1, band.bottom) for band in stack for x0, x1 in band.spans]
+        segments = shapes.outline(stack)
+        fill, line = area_path(rects), lines_path(segments)
         mtype = (modules_info.get(module) or {}).get("type") or ""
         outermost = not any(p in members for p in prefixes(module)[:-1])
         frames.append(Frame(module, f"{module} · {mtype}" if mtype else module, module.count(".") + 1,
                             heights[module], fill, line,
                             [QRectF(QPointF(x0, y0), QPointF(x1, y1)) for x0, y0, x1, y1 in shapes.pieces(stack)],
-                            outermost))
+                            outermost, rects, segments))
     return frames
 
 
 class FrameItem(QGraphicsItem):
-    """All frames of a scene in one item, painted outermost first under the edges."""
+    """All frames of a scene in one item, painted outermost first under the edges.
+
+    A frame of a module repeated along an unrolled graph can be as tall as the graph (2,000
+    strips), so each frame is cut into horizontal bands ``BAND`` tall, and a frame paints only
+    the bands (and labels) that meet the exposed area."""
 
     def __init__(self, scene: "GraphScene", frames: list[Frame]) -> None:
         super().__init__()
@@ -148,6 +150,8 @@ class FrameItem(QGraphicsItem):
         for f in frames:
             rect = rect.united(f.path.boundingRect())
         self._rect = rect.adjusted(-2, -2, 2, 2)
+        self._bands = banded(frames)
+        self._widths = [style.text_width(f.label, LABEL_PX, 600) for f in frames]
         self.setZValue(FRAME_Z)
         self.setAcceptedMouseButtons(Qt.NoButton)
         self.setFlag(QGraphicsItem.ItemUsesExtendedStyleOption)
@@ -160,7 +164,7 @@ class FrameItem(QGraphicsItem):
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
         theme = self._scene.theme
-        exposed = option.exposedRect
+        exposed = visible_area(painter, option, self._scene.force_detail)
         lod = QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
         ink = QColor(theme.strong_outline)
         fill = QColor(ink)
@@ -168,25 +172,39 @@ class FrameItem(QGraphicsItem):
         pen = QPen(QColor(theme.muted_text), 1.0)
         plate = QColor(theme.background)
         plate.setAlphaF(0.88)
+        text = QColor(theme.muted_text)
         pen.setCosmetic(lod < 1.0)  # stays a visible hairline when zoomed out
         painter.setFont(style.font(LABEL_PX, 600))
-        for f in self.frames:
-            if not f.path.boundingRect().intersects(exposed):
+        far = lod * LABEL_PX < 5 and not self._scene.force_detail
+        for part in self._parts_near(exposed, lod):
+            f = self.frames[part.frame]
+            if part.bounds.intersects(exposed):
+                painter.setPen(Qt.NoPen)
+                painter.setBrush(fill)
+                painter.drawPath(part.fill)
+                painter.setPen(pen)
+                painter.setBrush(Qt.NoBrush)
+                painter.drawPath(part.outline)
+            if far:
+                for piece in part.pieces if f.outermost else ():  # zoomed out: outermost frames keep a name
+                    if QRectF(piece.left(), piece.top(), piece.width() * 3.5, 16 / lod).intersects(exposed):
+                        paint_far_label(painter, piece, f.module, lod, text, plate, overflow=1.0)
                 continue
-            painter.setPen(Qt.NoPen)
-            painter.setBrush(fill)
-            painter.drawPath(f.path)
-            painter.setPen(pen)
-            painter.setBrush(Qt.NoBrush)
-            painter.drawPath(f.outline)
-            if lod * LABEL_PX < 5 and not self._scene.force_detail:
-                if f.outermost:  # zoomed out: the outermost frames keep a readable name
-                    for piece in f.pieces:
-                        paint_far_label(painter, piece, f.module, lod, QColor(theme.muted_text), plate, overflow=1.0)
-                continue
-            width = style.text_width(f.label, LABEL_PX, 600)
-            for point in f.label_at:  # on a plate, so edges passing under do not cross the text
-                painter.fillRect(QRectF(point.x() - 3, point.y() - 10, width + 6, 13), plate)
-            painter.setPen(QColor(theme.muted_text))
-            for point in f.label_at:
-                painter.drawText(point, f.label)
+            width = self._widths[part.frame]
+            plates = [QRectF(p.x() - 3, p.y() - 10, width + 6, 13) for p in part.labels]
+            shown = [k for k, r in enumerate(plates) if r.intersects(exposed)]
+            for k in shown:  # on a plate, so edges passing under do not cross the text
+                painter.fillRect(plates[k], plate)
+            painter.setPen(text)
+            for k in shown:
+                painter.drawText(part.labels[k], f.label)
+
+    def _parts_near(self, exposed: QRectF, lod: float) -> list["BandPart"]:
+        """The band parts that may draw into ``exposed``: its bands and one either side (a label
+        or a far label may reach over a band's edge), in paint order (outermost frame first)."""
+        reach = max(20.0, 16 / max(lod, 1e-9))
+        b0, b1 = int((exposed.top() - reach) // BAND), int((exposed.bottom() + reach) // BAND)
+        keys = range(b0, b1 + 1) if b1 - b0 < len(self._bands) else sorted(self._bands)
+        parts = [p for b in keys for p in self._bands.get(b, ())]
+        parts.sort(key=lambda p: p.frame)
+        return parts

@@ -1,18 +1,19 @@
 """Graphics items of ``GraphScene``.
 
-Speed comes from batching: a ``NodeItem`` per node exists for hit-testing, selection and
-``centerOn`` but has no contents (Qt never calls into Python to paint it); the drawing
-is done by ``NodeBatch`` / ``EdgeBatch`` items that each paint ~100 nodes or edges in
-one Python call. Zoomed far out a batch paints its nodes with one ``drawRects`` per
+Speed comes from batching: the drawing is done by ``NodeBatch`` / ``EdgeBatch`` items that
+each paint ~100 nearby nodes or edges in one Python call. A ``NodeItem`` (hit area, selection,
+``centerOn``; no contents of its own) is made only for a node that is clicked or selected. Zoomed far out a batch paints its nodes with one ``drawRects`` per
 colour, so a frame of 11,600 nodes is about a hundred Python calls, not 30,000.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem, QStyleOptionGraphicsItem
+
+from gradviz.render.tiles import boxes_array, kd_chunks, union_rect
 
 if TYPE_CHECKING:
     from gradviz.render.scene import GraphScene
@@ -23,6 +24,7 @@ TEXT_LOD = 0.45         # below: no node text (12 px text would be < 5.5 px tall
 EDGE_LABEL_LOD = 0.7    # below: no tensor-shape labels on edges
 GROUP_TEXT_LOD = 0.6    # below: module box names at a fixed 11 screen px (the first view calls 0.6 legible)
 
+NODES_PER_BATCH = 128   # at most: k-d chunks hold 64-128 boxes
 _SELECTED_CHANGED = QGraphicsItem.ItemSelectedHasChanged
 PAINT_STATS = {"node_text": 0, "edge_labels": 0, "simple_batches": 0}  # read by tests / benchmarks
 
@@ -31,16 +33,39 @@ def lod_of(painter: QPainter) -> float:
     return QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
 
 
-def nearby_chunks(rects: Sequence[QRectF], size: int) -> Iterator[tuple[list[int], QRectF]]:
-    """Indices of boxes close on screen, ``size`` at a time (sorted by top, then left), with the
-    rectangle each chunk covers: one painted batch per chunk repaints only what changed nearby."""
-    order = sorted(range(len(rects)), key=lambda i: (rects[i].top(), rects[i].left()))
-    for start in range(0, len(order), size):
-        chunk = order[start:start + size]
-        rect = QRectF(rects[chunk[0]])
-        for i in chunk[1:]:
-            rect = rect.united(rects[i])
-        yield chunk, rect
+def visible_area(painter: QPainter, option: QStyleOptionGraphicsItem, whole: bool = False) -> QRectF:
+    """The part of an item that can show: its exposed rect, cut to the paint device. Qt gives a
+    painting outside a view's paint event (``QGraphicsView.render``, ``QGraphicsScene.render``)
+    the item's whole bounding rect as exposed, which for a long frame or edge is the whole
+    graph. ``whole`` (an export): the exposed rect as given, no cut."""
+    rect = option.exposedRect
+    device = painter.device()
+    if whole or device is None or device.width() <= 0 or device.height() <= 0:
+        return rect
+    inverse, ok = painter.worldTransform().inverted()
+    if ok:
+        rect = rect.intersected(inverse.mapRect(QRectF(0, 0, device.width(), device.height())))
+    return rect
+
+
+def build_node_batches(scene: "GraphScene") -> QRectF:
+    """Add the scene's ``NodeBatch`` items (nearby boxes, ``NODES_PER_BATCH`` at most) and fill
+    ``scene.node_batches`` / ``batch_of``; returns the rectangle covering all boxes.
+
+    No ``NodeItem`` is made here: one is made when first asked for (``GraphScene.node_item``:
+    a click, the window selecting); 100k items in the scene's index made every frame walk them."""
+    scene.batch_of = [None] * len(scene.ids)  # type: ignore[list-item]
+    if not scene.rects:
+        return QRectF(0, 0, 1, 1)
+    boxes = boxes_array(scene.rects)
+    for chunk in kd_chunks(boxes, NODES_PER_BATCH):
+        indices = chunk.tolist()
+        batch = NodeBatch(scene, indices, union_rect(boxes[chunk]).adjusted(-3, -3, 3, 3))  # thick outlines
+        scene.addItem(batch)
+        scene.node_batches.append(batch)
+        for i in indices:
+            scene.batch_of[i] = batch
+    return union_rect(boxes)
 
 
 class NodeItem(QGraphicsRectItem):
@@ -64,7 +89,7 @@ class NodeItem(QGraphicsRectItem):
         return value
 
 
-class _Batch(QGraphicsItem):
+class Batch(QGraphicsItem):
     """Common part: a fixed bounding rect, never hit by clicks, exposed-rect aware."""
 
     def __init__(self, scene: "GraphScene", rect: QRectF) -> None:
@@ -80,8 +105,15 @@ class _Batch(QGraphicsItem):
     def shape(self) -> QPainterPath:
         return QPainterPath()  # empty: clicks and rubber bands go through to NodeItems
 
+    def begin_edges(self, painter: QPainter) -> float:
+        """Painter state shared by the edge items (faded under a highlight, no fill); the lod."""
+        if self._scene.dimmed_nodes() is not None:
+            painter.setOpacity(self._scene.theme.dim_opacity)
+        painter.setBrush(Qt.NoBrush)
+        return lod_of(painter)
 
-class NodeBatch(_Batch):
+
+class NodeBatch(Batch):
     def __init__(self, scene: "GraphScene", indices: list[int], rect: QRectF) -> None:
         super().__init__(scene, rect)
         self.indices = indices
@@ -118,7 +150,7 @@ class NodeBatch(_Batch):
                         painter.drawRect(sc.rects[i])
             self._far_labels(painter, lod)
             return
-        exposed = option.exposedRect
+        exposed = visible_area(painter, option, sc.force_detail)
         with_text = lod >= TEXT_LOD or sc.force_detail
         far_groups = lod < GROUP_TEXT_LOD and not sc.force_detail
         for i in self.indices:
@@ -143,7 +175,7 @@ class NodeBatch(_Batch):
                                 sc.text_colors[i])
 
 
-class EdgeBatch(_Batch):
+class EdgeBatch(Batch):
     """Edges as one pre-built path (smooth cubic curves) plus arrowheads and shape labels."""
 
     def __init__(self, scene: "GraphScene", rect: QRectF, curves: QPainterPath, lines: QPainterPath,
@@ -155,10 +187,7 @@ class EdgeBatch(_Batch):
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
         sc = self._scene
-        lod = lod_of(painter)
-        if sc.dimmed_nodes() is not None:
-            painter.setOpacity(sc.theme.dim_opacity)
-        painter.setBrush(Qt.NoBrush)
+        lod = self.begin_edges(painter)
         if lod < SIMPLE_LOD and not sc.force_detail:
             painter.setPen(sc.pens["edge_hairline"])  # cosmetic 1 px, straight segments: cheap
             painter.drawPath(self.lines)
@@ -171,7 +200,7 @@ class EdgeBatch(_Batch):
         if self.labels and (lod >= EDGE_LABEL_LOD or sc.force_detail):
             painter.setFont(sc.fonts["edge"])
             painter.setPen(sc.pens["edge_label"])
-            exposed = option.exposedRect.adjusted(-90, -12, 90, 12)  # a label starts left of what it covers
+            exposed = visible_area(painter, option, sc.force_detail).adjusted(-90, -12, 90, 12)  # a label starts left of what it covers
             for point, text in self.labels:
                 if exposed.contains(point):
                     painter.drawText(point, text)

@@ -151,6 +151,16 @@ class NodePainter:
         painter.drawText(lower.adjusted(style.PAD_X - 4, 0, -6, 0), Qt.AlignVCenter | Qt.AlignLeft, secondary)
 
 
+def elided_lines(rect: QRectF, kind: str, primary: str, secondary: str) -> tuple[str, str]:
+    """A node's two lines elided to the width of its box."""
+    inner = rect.width() - 2 * (style.PAD_X - 4 if kind == "group" else style.PAD_X / 2)
+    weight = 600 if kind == "group" else 500
+    px = style.LABEL_PX - 1 if kind == "group" else style.LABEL_PX
+    mode = Qt.ElideLeft if kind == "param" else Qt.ElideRight  # keep ".weight" visible
+    return (style.elide(primary, inner, px, weight, mode),
+            style.elide(secondary, inner, style.SMALL_PX, 400) if secondary else "")
+
+
 def darker(color: QColor, amount: float) -> QColor:
     """``color`` mixed toward black by ``amount`` (0..1), keeping alpha."""
     k = 1.0 - amount

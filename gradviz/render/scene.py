@@ -26,12 +26,12 @@ from gradviz.render.edges import build_edges
 from gradviz.render.frames import Frame, FrameItem, build_frames
 from gradviz.render.graph_marks import decorate, failed_indices, graph_marks
 from gradviz.render.header import ShownState, ShownValues
-from gradviz.render.items import NodeBatch, NodeItem, nearby_chunks
+from gradviz.render.items import NodeBatch, NodeItem, build_node_batches
 from gradviz.render.marks_layer import MarkLayer
 from gradviz.render.node_colors import NodeColors
-from gradviz.render.node_paint import NodePainter
+from gradviz.render.node_paint import NodePainter, elided_lines
+from gradviz.render.tiles import BoxIndex
 
-NODES_PER_BATCH = 96
 MARGIN = 24.0
 
 
@@ -78,7 +78,8 @@ class GraphScene(QGraphicsScene):
         self.fill_colors, self.text_colors, self.secondary_colors, self.header_colors = [], [], [], []
         self._lines: list[tuple[str, str]] = []
         self._elided: dict[int, tuple[str, str]] = {}
-        self.items_by_id: dict[str, NodeItem] = {}
+        self.items_by_id: dict[str, NodeItem] = {}   # made on first use (node_item)
+        self.hits = BoxIndex([])
         self.node_batches: list[NodeBatch] = []
         self.batch_of: list[NodeBatch] = []
         self.edge_batches: list = []
@@ -146,10 +147,10 @@ class GraphScene(QGraphicsScene):
         if not self._fixed_range:
             self._scale = LogColorScale(*auto_range(self.norms))
         self._compute_colors()
-        self._build_nodes()
+        self.hits = BoxIndex(self.rects)   # clicks and tooltips: no item per node (node_item)
+        bounds = build_node_batches(self)
         build_edges(self, graph, layout)
         self.frames = build_frames(graph, self.index, self.rects)
-        bounds = self._bounds()
         if self.frames:
             self.addItem(FrameItem(self, self.frames))
             for frame in self.frames:
@@ -159,26 +160,6 @@ class GraphScene(QGraphicsScene):
         self.setSceneRect(self._rect)
         self.colorScaleChanged.emit(self.structure or self._scale)
         self.marksChanged.emit(self.marks().styles())
-
-    def _bounds(self) -> QRectF:
-        rect = QRectF(self.rects[0]) if self.rects else QRectF(0, 0, 1, 1)
-        for r in self.rects[1:]:
-            rect = rect.united(r)
-        return rect
-
-    def _build_nodes(self) -> None:
-        add = self.addItem
-        for i, (nid, rect) in enumerate(zip(self.ids, self.rects)):
-            item = NodeItem(nid, i, rect)  # tooltips come from helpEvent, not 11k setToolTip calls
-            add(item)
-            self.items_by_id[nid] = item
-        self.batch_of = [None] * len(self.ids)  # type: ignore[list-item]
-        for chunk, rect in nearby_chunks(self.rects, NODES_PER_BATCH):
-            batch = NodeBatch(self, chunk, rect.adjusted(-3, -3, 3, 3))  # room for thick outlines
-            add(batch)
-            self.node_batches.append(batch)
-            for i in chunk:
-                self.batch_of[i] = batch
 
     # -- colours -------------------------------------------------------------------------
     def _compute_colors(self) -> None:
@@ -261,14 +242,7 @@ class GraphScene(QGraphicsScene):
         """The node's two lines elided to its box (computed on first paint, then cached)."""
         got = self._elided.get(i)
         if got is None:
-            primary, secondary = self._lines[i]
-            inner = self.rects[i].width() - 2 * (style.PAD_X - 4 if self.kinds[i] == "group" else style.PAD_X / 2)
-            weight = 600 if self.kinds[i] == "group" else 500
-            px = style.LABEL_PX - 1 if self.kinds[i] == "group" else style.LABEL_PX
-            mode = Qt.ElideLeft if self.kinds[i] == "param" else Qt.ElideRight  # keep ".weight" visible
-            got = (style.elide(primary, inner, px, weight, mode),
-                   style.elide(secondary, inner, style.SMALL_PX, 400) if secondary else "")
-            self._elided[i] = got
+            got = self._elided[i] = elided_lines(self.rects[i], self.kinds[i], *self._lines[i])
         return got
 
     def painter_for(self, i: int) -> NodePainter:
@@ -276,13 +250,18 @@ class GraphScene(QGraphicsScene):
 
     # -- window API ----------------------------------------------------------------------
     def node_item(self, nid: str) -> NodeItem | None:
-        return self.items_by_id.get(nid)
+        """The selectable item of node ``nid`` (made on first use), None if not drawn."""
+        item = self.items_by_id.get(nid)
+        i = self.index.get(nid) if item is None else None
+        if i is not None:
+            item = NodeItem(self.ids[i], i, self.rects[i])
+            self.addItem(item)
+            self.items_by_id[self.ids[i]] = item
+        return item
 
     def node_at(self, pos: QPointF) -> str | None:
-        for item in self.items(pos):
-            if isinstance(item, NodeItem):
-                return item.node_id
-        return None
+        i = self.hits.at(pos.x(), pos.y())
+        return None if i is None else self.ids[i]
 
     def graph_rect(self) -> QRectF:
         return QRectF(self._rect)
@@ -383,7 +362,13 @@ class GraphScene(QGraphicsScene):
         QToolTip.showText(event.screenPos(), style.tooltip_text(nid, self.graph.nodes[self.keys[self.index[nid]]]))
         event.accept()
 
+    def _item_under(self, event: QGraphicsSceneMouseEvent) -> None:
+        nid = self.node_at(event.scenePos())
+        if nid is not None:
+            self.node_item(nid)   # exists before Qt looks for what to select
+
     def mousePressEvent(self, event: QGraphicsSceneMouseEvent) -> None:
+        self._item_under(event)
         super().mousePressEvent(event)
         if event.button() == Qt.LeftButton:
             nid = self.node_at(event.scenePos())
@@ -393,6 +378,7 @@ class GraphScene(QGraphicsScene):
                 self.nodeClicked.emit(nid)
 
     def mouseDoubleClickEvent(self, event: QGraphicsSceneMouseEvent) -> None:
+        self._item_under(event)
         super().mouseDoubleClickEvent(event)
         nid = self.node_at(event.scenePos())
         if nid is not None and event.button() == Qt.LeftButton:

@@ -1,0 +1,248 @@
+"""The scene's structure for 100k-node graphs: batches that stay small on the graph, long edges
+drawn only where they show, module frames cut into bands, node items made on demand. (Speed
+itself is measured in benchmarks/bench_scale.py --only frames, not here.)"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gradviz.render  # noqa: F401  (applies the PySide6 refcount workaround before any Qt call)
+from gradviz.core.trace import trace
+
+from PySide6.QtCore import QPointF, QRectF, Qt  # noqa: E402
+from PySide6.QtGui import QImage, QPainter, QPainterPath, QTransform  # noqa: E402
+from PySide6.QtWidgets import QGraphicsView  # noqa: E402
+
+from gradviz.render.edges import LONG, EdgeBatch  # noqa: E402
+from gradviz.render.frame_bands import BAND  # noqa: E402
+from gradviz.render.frames import FrameItem  # noqa: E402
+from gradviz.render.items import NodeBatch, NodeItem  # noqa: E402
+from gradviz.render.long_edges import LongEdges, clip_curves  # noqa: E402
+from gradviz.render.scene import GraphScene  # noqa: E402
+from gradviz.render.style import layout_graph  # noqa: E402
+from gradviz.render.tiles import kd_chunks  # noqa: E402
+
+# a cell unrolled over 60 steps: its parameters feed every step, so their edges run the whole
+# (~16,000 px) height of the drawing, and the cell's Linear modules get frames as tall
+RNN = '''
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ih = nn.Linear(3, 3)
+        self.norm = nn.LayerNorm(3)
+
+    def forward(self, xs):
+        h = xs.new_zeros(2, 3)
+        for t in range(xs.shape[1]):
+            h = torch.tanh(self.norm(self.ih(xs[:, t]) + h))
+        return h
+
+
+model = Net
+
+
+def batch(step):
+    g = torch.Generator().manual_seed(step)
+    return torch.randn(2, 60, 3, generator=g), torch.randn(2, 3, generator=g)
+
+
+def loss_fn(out, y):
+    return ((out - y) ** 2).mean()
+'''
+
+
+@pytest.fixture(scope="module")
+def unrolled(tmp_path_factory):
+    script = tmp_path_factory.mktemp("rnn") / "rnn.py"
+    script.write_text(RNN)
+    graph = trace(str(script), details="norms")
+    return graph, layout_graph(graph)
+
+
+@pytest.fixture
+def scene(unrolled, qapp):
+    graph, layout = unrolled
+    scene = GraphScene()
+    scene.set_graph(graph, layout)
+    return scene
+
+
+def long_edges_of(layout) -> list[tuple]:
+    out = []
+    for (u, v), pts in layout.edges.items():
+        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+        if max(xs) - min(xs) > LONG or max(ys) - min(ys) > LONG:
+            out.append((u, v))
+    return out
+
+
+def test_the_fixture_has_edges_as_long_as_the_graph(scene, unrolled):
+    graph, layout = unrolled
+    assert scene.graph_rect().height() > 3 * LONG
+    assert len(long_edges_of(layout)) >= 50
+
+
+def test_no_batch_spans_the_graph(scene, unrolled):
+    """A long edge does not make its batch's bounding rect span the graph: batches of edges and
+    nodes stay within a few thousand pixels; the long straight edges are one LongEdges item."""
+    graph, layout = unrolled
+    batches = [b.boundingRect() for b in scene.items() if isinstance(b, (EdgeBatch, NodeBatch))]
+    assert batches
+    edge_rects = [b.boundingRect() for b in scene.items() if isinstance(b, EdgeBatch)]
+    assert max(r.height() for r in edge_rects) <= 2 * LONG < scene.graph_rect().height()
+    longs = [b for b in scene.items() if isinstance(b, LongEdges)]
+    assert len(longs) == 1 and len(longs[0].curves) == sum(
+        1 for u, v in long_edges_of(layout) if len(layout.edges[u, v]) == 2)
+    # every edge is still one whole curve for overlays (highlight, marks)
+    assert len(scene.edge_paths) == graph.number_of_edges()
+
+
+def test_every_node_is_painted_by_exactly_one_batch(scene):
+    painted = sorted(i for b in scene.node_batches for i in b.indices)
+    assert painted == list(range(len(scene.ids)))
+    for b in scene.node_batches:
+        assert all(b.boundingRect().contains(scene.rects[i]) for i in b.indices)
+        assert scene.batch_of[b.indices[0]] is b
+
+
+def test_kd_chunks_cover_each_box_once_and_stay_compact():
+    # a strip 100 wide and 1,000,000 tall, like an unrolled graph
+    rng = np.random.default_rng(1)
+    y = rng.uniform(0, 1e6, 5000)
+    x = rng.uniform(0, 100, 5000)
+    boxes = np.column_stack([x, y, x + 10, y + 10])
+    chunks = list(kd_chunks(boxes, 64))
+    assert sorted(np.concatenate(chunks).tolist()) == list(range(5000))
+    assert all(32 <= len(c) <= 64 for c in chunks)
+    tallest = max(boxes[c, 3].max() - boxes[c, 1].min() for c in chunks)
+    assert tallest < 1e6 / 40      # sorting by (top, left) gives the same; by left alone would not
+
+
+def bezier(ctrl, t):
+    (x0, y0), (x1, y1), (x2, y2), (x3, y3) = ctrl
+    w = [(1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t * t, t ** 3]
+    return (w[0] * x0 + w[1] * x1 + w[2] * x2 + w[3] * x3, w[0] * y0 + w[1] * y1 + w[2] * y2 + w[3] * y3)
+
+
+def test_a_clipped_run_is_the_same_curve_cut_at_the_area():
+    ends = np.array([[0.0, 0.0, 3000.0, 90000.0], [500.0, 100.0, -800.0, 50000.0]])
+    area = QRectF(-1000, 20000, 4000, 900)
+    runs = clip_curves(ends, area)
+    assert len(runs) == 2
+    for (x0, y0, x1, y1), run in zip(ends, runs):
+        half = (y1 - y0) / 2
+        whole = [(x0, y0), (x0, y0 + half), (x1, y1 - half), (x1, y1)]
+        piece = list(zip(run[0::2], run[1::2]))
+        assert piece[0][1] == pytest.approx(area.top()) and piece[3][1] == pytest.approx(area.bottom())
+        ts = np.linspace(0, 1, 400001)
+        xs, ys = bezier(whole, ts)
+        for s in (0.0, 0.3, 0.7, 1.0):       # each point of the run lies on the whole curve
+            px, py = bezier(piece, s)
+            assert np.hypot(xs - px, ys - py).min() < 0.5
+    # an area holding everything: the whole curves, exactly
+    whole = clip_curves(ends, QRectF(-1e7, -1e7, 2e7, 2e7))
+    assert whole[:, [0, 1, 6, 7]].tolist() == ends.tolist()
+
+
+def test_export_draws_every_long_edge_whole(scene):
+    item = next(b for b in scene.items() if isinstance(b, LongEdges))
+    lines, curves = item.shapes(item.boundingRect(), None)     # an export: no view, whole area
+    assert len(lines) == 0 and len(curves) == len(item.curves)
+    assert curves[:, [0, 1, 6, 7]].tolist() == item.curves.tolist()
+    # on screen at 1:1 only what crosses the view, and each straight run once
+    view = QTransform.fromTranslate(0, 0)
+    area = QRectF(item.boundingRect().center().x() - 700, item.boundingRect().center().y() - 450, 1400, 900)
+    lines, curves = item.shapes(area, view)
+    assert 0 < len(lines) + len(curves) <= len(item.curves)
+    for x0, y0, x1, y1 in lines.tolist():
+        assert area.adjusted(-1, -1, 1, 1).contains(QPointF(x0, y0)) and area.adjusted(-1, -1, 1, 1).contains(QPointF(x1, y1))
+
+
+def test_tall_frames_are_cut_into_bands_exactly(scene):
+    item = next(b for b in scene.items() if isinstance(b, FrameItem))
+    tall = [f for f in scene.frames if f.path.boundingRect().height() > 4 * BAND]
+    assert tall, [f.path.boundingRect() for f in scene.frames]
+    for k, frame in enumerate(scene.frames):
+        parts = [p for ps in item._bands.values() for p in ps if p.frame == k]
+        fill = QPainterPath()
+        for p in parts:
+            fill.addPath(p.fill)
+            assert p.bounds.height() <= BAND + 1 or p.fill.isEmpty()
+        assert fill.boundingRect() == frame.path.boundingRect()
+        area = sum((x1 - x0) * (y1 - y0) for x0, y0, x1, y1 in frame.rects)
+        cut = sum(r.width() * r.height() for p in parts for r in _rects_of(p.fill))
+        assert cut == pytest.approx(area)
+        assert sum(len(p.labels) for p in parts) == len(frame.pieces)
+    # a view-sized area needs the parts of at most three bands
+    middle = scene.graph_rect().center()
+    near = item._parts_near(QRectF(middle.x() - 700, middle.y() - 450, 1400, 900), 1.0)
+    assert {int(p.bounds.top() // BAND) for p in near if not p.fill.isEmpty()} <= set(
+        range(int(middle.y() // BAND) - 2, int(middle.y() // BAND) + 3))
+
+
+def _rects_of(path: QPainterPath) -> list[QRectF]:
+    return [r.boundingRect() for r in path.toSubpathPolygons()]
+
+
+def test_no_node_items_until_asked_and_clicks_still_select(scene, qtbot):
+    assert not [i for i in scene.items() if isinstance(i, NodeItem)]
+    view = QGraphicsView(scene)
+    view.resize(900, 700)
+    view.show()
+    qtbot.waitExposed(view)
+    nid = scene.ids[len(scene.ids) // 2]
+    rect = scene.rects[scene.index[nid]]
+    view.centerOn(rect.center())
+    assert scene.node_at(rect.center()) == nid and scene.node_at(rect.topLeft() - QPointF(30, 30)) is None
+    with qtbot.waitSignal(scene.nodeClicked, timeout=2000) as blocker:
+        qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.mapFromScene(rect.center()))
+    assert blocker.args == [nid]
+    item = scene.node_item(nid)
+    assert item.isSelected() and scene.selected == {scene.index[nid]}
+    assert [i.node_id for i in scene.items() if isinstance(i, NodeItem)] == [nid]
+    # selecting another from the window (signals blocked), as interaction.select does
+    other = scene.ids[0]
+    scene.blockSignals(True)
+    scene.clearSelection()
+    scene.node_item(other).setSelected(True)
+    scene.blockSignals(False)
+    assert scene.selected == {scene.index[other]}
+    assert scene.node_item("no such node") is None
+
+
+def test_a_view_paints_what_an_export_paints_where_they_meet(scene):
+    """On screen the long edges are cut to the view and drawn at most a pixel wide: the picture of
+    a region has the same lines as the region painted as an export (whole curves, edge pen)."""
+    rect = scene.graph_rect()
+    source = QRectF(rect.center().x() - 350, rect.center().y() - 225, 700, 450)
+    images = []
+    for whole in (False, True):
+        image = QImage(700, 450, QImage.Format_ARGB32_Premultiplied)
+        image.fill(0xFFFFFFFF)
+        painter = QPainter(image)
+        if whole:
+            with scene.exporting():
+                scene.render(painter, QRectF(0, 0, 700, 450), source)
+        else:
+            scene.render(painter, QRectF(0, 0, 700, 450), source)
+        painter.end()
+        images.append(image)
+    a = np.frombuffer(images[0].constBits(), dtype=np.uint8).reshape(450, 700, 4).astype(int)
+    b = np.frombuffer(images[1].constBits(), dtype=np.uint8).reshape(450, 700, 4).astype(int)
+    ink_a, ink_b = (a[..., :3].sum(-1) < 700), (b[..., :3].sum(-1) < 700)
+    assert ink_b.sum() > 1000
+    # every line of one is in the other, within a pixel (on screen a long edge is a 1 px line)
+    assert (ink_a & _grown(ink_b)).sum() >= 0.98 * ink_a.sum()
+    assert (ink_b & _grown(ink_a)).sum() >= 0.98 * ink_b.sum()
+
+
+def _grown(mask: np.ndarray) -> np.ndarray:
+    out = mask.copy()
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            out |= np.roll(np.roll(mask, dy, 0), dx, 1)
+    return out
