@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_flatten
 from gradviz.core.finite_watch import FiniteWatch, NonFinite  # noqa: F401 (NonFinite re-exported)
 from gradviz.core.locations import locate
 from gradviz.core.sharding import type_name
+from gradviz.core.walk import is_leaf
 
 # calls whose result carries no gradient back to their input
 def _dropped_in_place(func: Any, args: tuple) -> list | None:
@@ -97,6 +98,19 @@ def _func_name(func: Any) -> str:
     return name
 
 
+_FUNC_INFO: dict[Any, tuple[str, bool, bool]] = {}
+
+
+def _func_info(func: Any) -> tuple[str, bool, bool]:
+    """``(name, cuts the graph?, detach_?)`` of a torch function, remembered (for the few hundred the
+    torch API has; a hashable func only, and not without bound)."""
+    name = _func_name(func)
+    info = (name, name in CUT_OPS, getattr(func, "__name__", "") == "detach_")
+    if len(_FUNC_INFO) < 4096 and type(func).__hash__ is not None:    # an unhashable one: worked out every call
+        _FUNC_INFO[func] = info
+    return info
+
+
 class ForwardCapture(TorchFunctionMode):
     """Context manager recording ``origins`` (grad_fn -> Origin) and ``cuts`` during forward."""
 
@@ -108,8 +122,6 @@ class ForwardCapture(TorchFunctionMode):
         self.finite = FiniteWatch()
         self.origins: dict[Any, Origin] = {}
         self.cuts: list[Cut] = []
-        self.module_inputs: dict[str, list[tuple[bool, int]]] = {}   # path -> [(has grad_fn, data_ptr)]
-        self.module_outputs: dict[str, list[tuple[bool, int]]] = {}
         self._stack: list[str] = [""]
         self._handles: list[Any] = []
         self._thread = threading.get_ident()
@@ -131,18 +143,16 @@ class ForwardCapture(TorchFunctionMode):
         def pre(module, args):
             if not compiling() and threading.get_ident() == self._thread:
                 self._stack.append(path)
-                self.module_inputs.setdefault(path, []).extend(_tensor_facts(args))
         return pre
 
     def _make_post(self, path: str):
         def post(module, args, output):
             if not compiling() and threading.get_ident() == self._thread and len(self._stack) > 1:
                 # a compiled module's output nodes were made where no op was seen: attribute them here
-                for t in tree_flatten(output)[0]:
+                for t in _leaves(output):
                     if isinstance(t, torch.Tensor) and t.grad_fn is not None and t.grad_fn not in self.origins:
                         self._attribute(t.grad_fn, type_name(module))
                 self._stack.pop()
-                self.module_outputs.setdefault(path, []).extend(_tensor_facts(output))
         return post
 
     def __enter__(self):
@@ -166,16 +176,20 @@ class ForwardCapture(TorchFunctionMode):
 
     # -- the mode -----------------------------------------------------------
     def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        dropped = _dropped_in_place(func, args)
-        out = func(*args, **kwargs)
+        # called for every torch call of the forward (25,000 times for a 200-block GPT): what depends only
+        # on ``func`` is looked up once (``_func_info``), and calls without an output grad_fn end early
+        try:
+            name, cut, drops = _FUNC_INFO[func]
+        except (KeyError, TypeError):     # not seen yet (or not hashable)
+            name, cut, drops = _func_info(func)
+        dropped = _dropped_in_place(func, args) if drops else None
+        out = func(*args, **kwargs) if kwargs else func(*args)
         if compiling() or threading.get_ident() != self._thread:
             return out
-        name = _func_name(func)
-        if name in CUT_OPS:
+        if cut:
             self._record_cut(name, args, out, dropped)
         if self.check_finite:
-            self._check_finite(name, args, kwargs, out)
+            self._check_finite(name, args, kwargs or {}, out)
         if isinstance(out, torch.Tensor):
             fn = out.grad_fn
             if fn is not None and fn not in self.origins:
@@ -198,7 +212,7 @@ class ForwardCapture(TorchFunctionMode):
                 continue
             origins[fn] = origin
             for nxt, _ in fn.next_functions:
-                if nxt is not None and nxt not in origins and not hasattr(nxt, "variable"):
+                if nxt is not None and nxt not in origins and not is_leaf(nxt):
                     todo.append(nxt)
 
     def _record_cut(self, name: str, args: tuple, out: Any, dropped: list | None = None) -> None:
@@ -256,10 +270,14 @@ def storage_ptr(t: torch.Tensor) -> int:
         return 0
 
 
-def _tensor_facts(obj: Any) -> list[tuple[bool, int]]:
-    """(has grad_fn, storage pointer) of each floating tensor in a module's args/outputs."""
-    facts = []
-    for t in tree_flatten(obj)[0]:
-        if isinstance(t, torch.Tensor) and t.is_floating_point():
-            facts.append((t.grad_fn is not None or t.requires_grad, storage_ptr(t)))
-    return facts
+def _leaves(obj: Any) -> list:
+    """``tree_flatten(obj)[0]``, without its cost for what modules mostly take and return: a tensor,
+    or a tuple or list of tensors and plain values."""
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if type(obj) in (tuple, list) and all(isinstance(x, _FLAT) for x in obj):
+        return list(obj)
+    return tree_flatten(obj)[0]
+
+
+_FLAT = (torch.Tensor, int, float, bool, str, type(None))

@@ -37,46 +37,15 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: "Fo
     g = nx.DiGraph()
     node_ids: dict[Any, str] = {}
     kept: dict[str, list] = {}      # node id -> (storage, storage bytes, tensor bytes) of what it saved
+    pairs = []
     for fn, nid in zip(nodes, node_ids_for(nodes, param_names, input_names)):
-        outputs = output_metadata(fn)
-        first = outputs[0] if outputs else {"shape": [], "dtype": "", "device": ""}
-        attrs: dict[str, Any] = {
-            "op": fn.name(), "label": readable_label(fn), "shape": first["shape"], "dtype": first["dtype"],
-            "device": first["device"], "outputs": outputs, "module": "", "location": "", "code": "",
-            "call": "", "saved": [], "custom": None,
-        }
-        kind = nid.partition(":")[0]
-        if kind == "param":
-            name = nid[len("param:"):]
-            attrs.update(kind="param", param=name, label=name, module=name.rpartition(".")[0])
-        elif kind == "input":
-            i = int(nid[len("input:"):])
-            attrs.update(kind="input", label=f"input {i}", input_index=i)
-        elif kind == "leaf":
-            attrs.update(kind="leaf", label="tensor")
-        else:
-            attrs["kind"] = "op"
-            attrs["custom"] = custom_function(fn)
-            if options.saved_tensors:
-                kept[nid] = []
-                attrs["saved"] = saved_tensors(fn, kept[nid])
-            origin = origins.get(fn)
-            if origin is not None:
-                attrs.update(module=origin.module, location=origin.location, code=origin.code, call=origin.call,
-                             library_location=origin.library)
+        attrs = _node_attrs(fn, nid, options.saved_tensors, kept, origins.get(fn))
         attrs["module_type"] = module_types.get(attrs["module"], "")
         attrs["reachable"] = True
         node_ids[fn] = nid
-        g.add_node(nid, **attrs)
-
-    for src, dst, output_nr in edges:
-        u, v = node_ids[src], node_ids[dst]
-        outputs = g.nodes[u]["outputs"]
-        meta = outputs[output_nr] if output_nr < len(outputs) else (outputs[0] if outputs else {})
-        if g.has_edge(u, v):
-            g.edges[u, v]["count"] += 1
-        else:
-            g.add_edge(u, v, shape=meta.get("shape", []), dtype=meta.get("dtype", ""), output_nr=output_nr, count=1)
+        pairs.append((nid, attrs))
+    g.add_nodes_from(pairs)
+    g.add_edges_from(_edges(edges, node_ids, g.nodes))
 
     rids = root_ids(len(roots))
     for i, (r, rid) in enumerate(zip(roots, rids)):
@@ -95,6 +64,56 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: "Fo
     g.graph.update(format=GRAPH_FORMAT, roots=rids, loss=g.nodes[rids[0]].get("value"),
                    cuts=_cuts_summary(cap, node_ids))
     return g, node_ids
+
+
+def _node_attrs(fn: Any, nid: str, saved: bool, kept: dict[str, list], origin: Any) -> dict[str, Any]:
+    """The attributes of one autograd node (``nid`` from ``walk.node_ids_for``), before gradients."""
+    outputs = output_metadata(fn)
+    first = outputs[0] if outputs else _NO_OUTPUT
+    attrs: dict[str, Any] = {
+        "op": fn.name(), "label": readable_label(fn), "shape": first["shape"], "dtype": first["dtype"],
+        "device": first["device"], "outputs": outputs, "module": "", "location": "", "code": "",
+        "call": "", "saved": [], "custom": None,
+    }
+    kind = nid.partition(":")[0]
+    if kind == "param":
+        name = nid[len("param:"):]
+        attrs.update(kind="param", param=name, label=name, module=name.rpartition(".")[0])
+    elif kind == "input":
+        i = int(nid[len("input:"):])
+        attrs.update(kind="input", label=f"input {i}", input_index=i)
+    elif kind == "leaf":
+        attrs.update(kind="leaf", label="tensor")
+    else:
+        attrs["kind"] = "op"
+        attrs["custom"] = custom_function(fn)
+        if saved:
+            kept[nid] = []
+            attrs["saved"] = saved_tensors(fn, kept[nid])
+        if origin is not None:
+            attrs.update(module=origin.module, location=origin.location, code=origin.code, call=origin.call,
+                         library_location=origin.library)
+    return attrs
+
+
+_NO_OUTPUT = {"shape": [], "dtype": "", "device": ""}
+
+
+def _edges(edges: list[tuple[Any, Any, int]], node_ids: dict[Any, str], nodes: Any) -> list[tuple[str, str, dict]]:
+    """``(u, v, attrs)`` per pair of nodes: the shape and dtype of the tensor that flows, ``output_nr``
+    (of the first edge between them) and ``count`` (an op using one tensor twice, ``x * x``)."""
+    out: dict[tuple[str, str], dict] = {}
+    for src, dst, output_nr in edges:
+        u, v = node_ids[src], node_ids[dst]
+        seen = out.get((u, v))
+        if seen is not None:
+            seen["count"] += 1
+            continue
+        outputs = nodes[u]["outputs"]
+        meta = outputs[output_nr] if output_nr < len(outputs) else (outputs[0] if outputs else {})
+        out[(u, v)] = {"shape": meta.get("shape", []), "dtype": meta.get("dtype", ""), "output_nr": output_nr,
+                       "count": 1}
+    return [(u, v, attrs) for (u, v), attrs in out.items()]
 
 
 def _inherit_modules(g: nx.DiGraph, order: list[str]) -> None:

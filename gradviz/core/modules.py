@@ -44,24 +44,31 @@ def module_table(model: nn.Module, graph: nx.DiGraph) -> dict[str, dict]:
         table[path] = {"type": type_name(module), "parent": parent_of(path), "depth": depth_of(path),
                        "params": [], "numel": 0, "param_bytes": 0, "activation_bytes": 0, "grad_sq": None,
                        "nodes": 0}
+    chains: dict[str, list[dict]] = {}     # module path -> the table entries of it and its parents, once per path
+
+    def chain(path: str) -> list[dict]:
+        found = chains.get(path)
+        if found is None:
+            found = chains[path] = [table[p] for p in ("", *prefixes(path)) if p in table]
+        return found
+
+    nodes = graph.nodes
     for name, p in model.named_parameters():
         owner = name.rpartition(".")[0]
         if owner in table:
             table[owner]["params"].append(name)
-        attrs = graph.nodes.get(f"param:{name}", {})
-        norm = attrs.get("grad_norm")
-        for path in ["", *prefixes(owner)]:
-            if path in table:
-                table[path]["numel"] += p.numel()
-                table[path]["param_bytes"] += p.numel() * p.element_size()
-                if norm is not None:
-                    table[path]["grad_sq"] = (table[path]["grad_sq"] or 0.0) + norm * norm
+        norm = nodes[f"param:{name}"].get("grad_norm") if f"param:{name}" in nodes else None
+        numel, nbytes = p.numel(), p.numel() * p.element_size()
+        for entry in chain(owner):
+            entry["numel"] += numel
+            entry["param_bytes"] += nbytes
+            if norm is not None:
+                entry["grad_sq"] = (entry["grad_sq"] or 0.0) + norm * norm
     for _, attrs in graph.nodes(data=True):
         held = attrs.get("activation_bytes") or 0
-        for path in ["", *prefixes(attrs.get("module", ""))]:
-            if path in table:
-                table[path]["nodes"] += 1
-                table[path]["activation_bytes"] += held
+        for entry in chain(attrs.get("module", "")):
+            entry["nodes"] += 1
+            entry["activation_bytes"] += held
     for entry in table.values():
         sq = entry.pop("grad_sq")
         entry["grad_norm"] = math.sqrt(sq) if sq is not None else None

@@ -202,12 +202,13 @@ def weight_tensors(model: nn.Module | None) -> list[torch.Tensor]:
 def fsdp_units(model: nn.Module | None) -> list[dict]:
     """The FSDP2 modules of ``model`` in module order: ``module`` (path), ``params`` (names),
     ``mesh`` (shape), ``reshard_after_forward`` (True: gathered again for backward)."""
-    if model is None:
+    entries = _fsdp_params(model) if model is not None else []
+    if not entries:
         return []
     paths = {id(m): p for p, m in model.named_modules()}
     names = {id(p): n for n, p in model.named_parameters()}
     units: dict[int, dict] = {}
-    for module, group, fp in _fsdp_params(model):
+    for module, group, fp in entries:
         unit = units.setdefault(id(module), {
             "module": paths.get(id(module), ""), "params": [], "mesh": [],
             "reshard_after_forward": getattr(group, "post_forward_mesh_info", None) is not None})

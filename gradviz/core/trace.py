@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import networkx as nx
 import torch
@@ -38,6 +38,7 @@ from gradviz.core import stats as gstats
 from gradviz.core.capture import ForwardCapture
 from gradviz.core.devices import model_device, to_device
 from gradviz.core.gc_pause import gc_paused
+from gradviz.core.grad_fill import fill_leaf_grads, fill_param_stats, run_backward
 from gradviz.core.graph_build import (  # noqa: F401 (GRAPH_FORMAT re-exported)
     GRAPH_FORMAT, add_param_node, build_graph, drop_recomputed_cuts)
 from gradviz.core.meta import build_meta_model, meta_forward
@@ -186,9 +187,9 @@ def _trace_script(script: ModelScript, options: TraceOptions, model: nn.Module |
                 attrs["reachable"] = True   # backward re-ran its forward (reentrant checkpointing) and reached it
         graph.graph["details"] = "none"
     else:
-        grads = _run_backward(graph, node_ids, [loss], options, lambda: loss.backward(), script.loss_site())
-        _fill_param_stats(graph, model, {name: q.grad for name, q in model.named_parameters()}, options)
-        _fill_leaf_grads(graph, node_ids, grads, options)
+        grads = run_backward(graph, node_ids, options, lambda: loss.backward(), script.loss_site())
+        fill_param_stats(graph, model, {name: q.grad for name, q in model.named_parameters()}, options)
+        fill_leaf_grads(graph, node_ids, grads, options)
         graph.graph["details"] = options.details
     graph.graph.update(script=str(script.path), step=options.step, device=str(p.device), meta=options.meta)
     if script.note:   # a model without a script: what gradviz invented (its inputs, its loss)
@@ -241,157 +242,21 @@ def _trace_tensors(roots: list[torch.Tensor], model: nn.Module | None, cap: Forw
         else:
             torch.autograd.backward(roots, grad_outputs, retain_graph=True)
 
-    grads = _run_backward(graph, node_ids, roots, options, backward, (None, None))
+    grads = run_backward(graph, node_ids, options, backward, (None, None))
     grads.update(results)
     if model is not None:
         pid = sharding.param_names(model)       # FSDP2's unsharded parameters too
         by_name = {pid[id(fn.variable)]: g for fn, g in results.items() if id(fn.variable) in pid}
         by_name = sharding.fsdp_reduced(model, by_name)    # what FSDP's reduce-scatter would make of them
-        _fill_param_stats(graph, model, by_name, options)
-    _fill_leaf_grads(graph, node_ids, grads, options)
+        fill_param_stats(graph, model, by_name, options)
+    fill_leaf_grads(graph, node_ids, grads, options)
     device = roots[0].device
     graph.graph.update(script=None, step=None, device=str(device), details=options.details, meta=False)
     _finish_modules(graph, model)
     return TraceRun(graph, model, roots[0], (), None, cap, node_ids, None)
 
 
-# -- gradients --------------------------------------------------------------
-
-class _Norms:
-    """Norms computed during backward. On an accelerator they stay on the device and are
-    copied to the host in one go at the end (one sync per device, not one per node); on
-    the CPU they become floats at once (tiny tensors kept alive between a model's big
-    gradient buffers would fragment the heap)."""
-
-    def __init__(self) -> None:
-        self.entries: list[tuple[str, str, Any, int]] = []   # (node id, prefix, norm, numel)
-
-    def add(self, nid: str, prefix: str, tensors: Sequence[torch.Tensor | None]) -> bool:
-        norm = gstats.norm_tensor(tensors)
-        if norm is None:
-            return False
-        value = norm.item() if norm.device.type == "cpu" else norm
-        self.entries.append((nid, prefix, value, sum(t.numel() for t in tensors if t is not None)))
-        return True
-
-    def fill(self, graph: nx.DiGraph) -> None:
-        by_device: dict[torch.device, list[int]] = {}
-        for i, entry in enumerate(self.entries):
-            if isinstance(entry[2], torch.Tensor):
-                by_device.setdefault(entry[2].device, []).append(i)
-        values = {i: e[2] for i, e in enumerate(self.entries) if not isinstance(e[2], torch.Tensor)}
-        for rows in by_device.values():
-            values.update(zip(rows, torch.stack([self.entries[i][2] for i in rows]).cpu().tolist()))
-        for i, (nid, prefix, _, numel) in enumerate(self.entries):
-            graph.nodes[nid].update(norm_attrs(prefix, values[i], numel))
-        self.entries.clear()
-
-
-def norm_attrs(prefix: str, norm: float | None, numel: int | None) -> dict:
-    """The ``<prefix>_*`` attributes of a node whose details are not computed: the norm, the
-    element count, and NaN/Inf counts of 0 when the norm is finite (then there are none),
-    None when unknown; everything else None until details are asked for."""
-    out = gstats.prefixed(None, prefix)
-    if norm is None:
-        return out
-    finite = norm == norm and norm not in (float("inf"), float("-inf"))
-    out.update({f"{prefix}_norm": norm, f"{prefix}_numel": numel,
-                f"{prefix}_nan": 0 if finite else None, f"{prefix}_inf": 0 if finite else None})
-    return out
-
-
-def _run_backward(graph: nx.DiGraph, node_ids: dict[Any, str], roots: Sequence[torch.Tensor],
-                  options: TraceOptions, backward, loss_site) -> dict[Any, Any]:
-    """Run ``backward`` with a prehook on every op node; fill op nodes' ``grad_*``.
-
-    Returns grads seen at leaf nodes (inputs and other leaves) by their prehooks.
-    Hooks are removed even when backward raises.
-    """
-    op_stats: dict[str, dict | None] = {}
-    norms = _Norms()
-    leaf_grads: dict[Any, Any] = {}
-    handles = []
-    bins = options.histogram_bins
-    full = options.details == "full"
-
-    def op_hook(nid):
-        if full:
-            def hook(grad_outputs):
-                op_stats[nid] = gstats.tensor_stats(sharding.whole(grad_outputs), bins)
-        else:
-            def hook(grad_outputs):
-                norms.add(nid, "grad", sharding.whole(grad_outputs))
-        return hook
-
-    def leaf_hook(fn):
-        def hook(grad_outputs):
-            leaf_grads[fn] = sharding.whole(grad_outputs)[0]
-        return hook
-
-    try:
-        for fn, nid in node_ids.items():
-            if is_leaf(fn):
-                if graph.nodes[nid]["kind"] != "param":
-                    handles.append(fn.register_prehook(leaf_hook(fn)))
-            else:
-                handles.append(fn.register_prehook(op_hook(nid)))
-        try:
-            backward()
-        except Exception as exc:
-            path, line = loss_site
-            raise error_from_exception(exc, "backward failed", "backward-error",
-                                       (path, line) if path else None) from None
-    finally:
-        for h in handles:
-            h.remove()
-    for nid in graph.nodes:
-        attrs = graph.nodes[nid]
-        if attrs["kind"] == "op":
-            attrs.update(gstats.prefixed(op_stats.get(nid), "grad") if full else norm_attrs("grad", None, None))
-        elif attrs["kind"] == "loss":
-            ones = [torch.ones(())]
-            attrs.update(gstats.prefixed(gstats.tensor_stats(ones, bins), "grad") if full
-                         else norm_attrs("grad", 1.0, 1))
-    norms.fill(graph)
-    return leaf_grads
-
-
-def _fill_leaf_grads(graph: nx.DiGraph, node_ids: dict[Any, str], grads: dict[Any, Any],
-                     options: TraceOptions) -> None:
-    norms = _Norms()
-    for fn, nid in node_ids.items():
-        attrs = graph.nodes[nid]
-        if attrs["kind"] in ("input", "leaf"):
-            if options.details == "full":
-                attrs.update(gstats.prefixed(gstats.tensor_stats([grads.get(fn)], options.histogram_bins), "grad"))
-            else:
-                attrs.update(norm_attrs("grad", None, None))
-                norms.add(nid, "grad", [grads.get(fn)])
-    norms.fill(graph)
-
-
-def _fill_param_stats(graph: nx.DiGraph, model: nn.Module, grads: dict[str, Any], options: TraceOptions) -> None:
-    """Gradient and value stats of every parameter. Parameters the backward never
-    reached (unused, cut off, or frozen) are added as isolated nodes with
-    ``reachable=False``, so a view can show them and a check can name them."""
-    bins = options.histogram_bins
-    norms = _Norms()
-    for name, p, value, grad in sharding.whole_params(model, grads):     # DTensors: gathered whole
-        nid = add_param_node(graph, name, p)
-        attrs = graph.nodes[nid]
-        if not attrs.get("reachable") and grad is not None:
-            attrs["reachable"] = True   # backward re-ran its forward (reentrant checkpointing) and reached it
-        if options.details == "full":
-            attrs.update(gstats.prefixed(gstats.tensor_stats([grad], bins), "grad"))
-            attrs.update(gstats.prefixed(gstats.tensor_stats([value], bins), "value"))
-        else:
-            attrs.update(norm_attrs("grad", None, None))
-            attrs.update(norm_attrs("value", None, None))
-            norms.add(nid, "grad", [grad])
-            norms.add(nid, "value", [value])
-        attrs["requires_grad"] = p.requires_grad
-    norms.fill(graph)
-
+# -- modules ----------------------------------------------------------------
 
 def _finish_modules(graph: nx.DiGraph, model: nn.Module | None) -> None:
     if model is not None:

@@ -44,8 +44,17 @@ _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+_LEAF_CLASSES: dict[type, bool] = {}
+
+
 def is_leaf(fn: Any) -> bool:
-    return hasattr(fn, "variable")
+    """An ``AccumulateGrad`` node (its class has ``.variable``, the leaf tensor), decided once per node
+    class (a custom Function's ``ctx.variable = ...`` does not make its node a leaf)."""
+    cls = type(fn)
+    leaf = _LEAF_CLASSES.get(cls)
+    if leaf is None:
+        leaf = _LEAF_CLASSES[cls] = hasattr(cls, "variable")
+    return leaf
 
 
 def custom_function(fn: Any) -> str | None:
@@ -56,9 +65,20 @@ def custom_function(fn: Any) -> str | None:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+_LABELS: dict[tuple[type, str], str] = {}
+
+
 def readable_label(fn: Any) -> str:
     """``AddmmBackward0`` -> ``addmm``; custom Functions keep their class name."""
     name = fn.name()
+    key = (type(fn), name)        # the label depends on the node's class and name only: worked out once
+    label = _LABELS.get(key)
+    if label is None:
+        label = _LABELS[key] = _label(fn, name)
+    return label
+
+
+def _label(fn: Any, name: str) -> str:
     if is_leaf(fn):
         return "accumulate_grad"
     cls = getattr(fn, "_forward_cls", None)
@@ -73,18 +93,19 @@ def output_metadata(fn: Any) -> list[dict]:
     """Shape/dtype/device of each tensor the node produced (the grads it receives)."""
     if is_leaf(fn):
         v = fn.variable
-        return [{"shape": list(v.shape), "dtype": _dtype(v.dtype), "device": str(v.device)}]
+        return [{"shape": list(v.shape), "dtype": _dtype(v.dtype), "device": _device(v.device)}]
     out = []
     for meta in getattr(fn, "_input_metadata", ()):
         try:
             shape = list(meta.shape)
         except Exception:  # nested / symbolic shapes
             shape = []
-        out.append({"shape": [int(s) for s in shape], "dtype": _dtype(meta.dtype), "device": str(meta.device)})
+        out.append({"shape": [int(s) for s in shape], "dtype": _dtype(meta.dtype), "device": _device(meta.device)})
     return out
 
 
 _SAVED_NAMES: dict[type, tuple[str, ...]] = {}
+_CUSTOM_SAVED: dict[type, bool] = {}
 
 
 def _saved_names(fn: Any) -> tuple[str, ...]:
@@ -97,14 +118,25 @@ def _saved_names(fn: Any) -> tuple[str, ...]:
     return names
 
 
-def storage_key(t: torch.Tensor) -> int:
+def _has_saved_tensors(fn: Any) -> bool:
+    """Whether a node's class is a custom ``autograd.Function``'s (``ctx.save_for_backward``), once per class."""
+    cls = type(fn)
+    has = _CUSTOM_SAVED.get(cls)
+    if has is None:
+        has = _CUSTOM_SAVED[cls] = hasattr(cls, "saved_tensors")
+    return has
+
+
+def storage_key(t: torch.Tensor, storage: Any = None) -> int:
     """An identity of the memory a tensor lives in: two views of one storage share it.
 
     The data pointer of its storage; meta tensors have none (all 0), so there the
     storage object's own address (``_cdata``), stable while the graph holds the tensor.
+    ``storage``: ``t.untyped_storage()`` when the caller has it already.
     """
-    storage = t.untyped_storage()
-    if t.device.type == "meta":
+    if storage is None:
+        storage = t.untyped_storage()
+    if t.is_meta:
         return int(getattr(storage, "_cdata", 0)) or id(t)
     return storage.data_ptr()
 
@@ -112,7 +144,8 @@ def storage_key(t: torch.Tensor) -> int:
 def _tensor_entry(name: str, t: torch.Tensor, storages: list | None) -> dict:
     if storages is not None:
         try:
-            storages.append((storage_key(t), t.untyped_storage().nbytes(), t.numel() * t.element_size()))
+            storage = t.untyped_storage()
+            storages.append((storage_key(t, storage), storage.nbytes(), t.numel() * t.element_size()))
         except Exception:  # noqa: BLE001 - tensors without storage (sparse, nested, functional wrappers)
             log.debug("no storage for saved tensor %s", name, exc_info=True)
             storages.append((None, 0, t.numel() * t.element_size()))
@@ -141,7 +174,7 @@ def saved_tensors(fn: Any, storages: list | None = None) -> list[dict]:
             saved.append({"name": name, "value": _plain(value)})
         else:
             saved.append({"name": name, "value": repr(value)[:60]})
-    if hasattr(fn, "saved_tensors"):  # custom autograd.Function: ctx.save_for_backward
+    if _has_saved_tensors(fn):  # custom autograd.Function: ctx.save_for_backward
         try:
             tensors = fn.saved_tensors
         except RuntimeError:  # already freed by a backward
@@ -169,8 +202,22 @@ def _plain(value: Any) -> Any:
         return repr(value)
 
 
+_DTYPES: dict[torch.dtype, str] = {}
+_DEVICES: dict[torch.device, str] = {}
+
+
 def _dtype(dtype: torch.dtype) -> str:
-    return str(dtype).replace("torch.", "")
+    text = _DTYPES.get(dtype)
+    if text is None:
+        text = _DTYPES[dtype] = str(dtype).replace("torch.", "")
+    return text
+
+
+def _device(device: torch.device) -> str:
+    text = _DEVICES.get(device)
+    if text is None:
+        text = _DEVICES[device] = str(device)
+    return text
 
 
 def node_ids_for(nodes: Sequence[Any], param_names: dict[int, str], input_names: dict[int, int]) -> list[str]:
