@@ -15,6 +15,8 @@ from PySide6.QtWidgets import QGraphicsView  # noqa: E402
 
 from gradviz.render.edges import LONG, EdgeBatch  # noqa: E402
 from gradviz.render.frame_bands import BAND  # noqa: E402
+from gradviz.render import items as render_items  # noqa: E402
+from gradviz.render import overview as overview_module  # noqa: E402
 from gradviz.render.frames import FrameItem  # noqa: E402
 from gradviz.render.items import NodeBatch, NodeItem  # noqa: E402
 from gradviz.render.long_edges import LongEdges, clip_curves  # noqa: E402
@@ -246,3 +248,77 @@ def _grown(mask: np.ndarray) -> np.ndarray:
         for dx in (-1, 0, 1):
             out |= np.roll(np.roll(mask, dy, 0), dx, 1)
     return out
+
+
+# -- the overview picture (far zooms of big graphs) -------------------------------------------
+
+@pytest.fixture
+def big(unrolled, qapp, monkeypatch):
+    """The unrolled graph's scene with the overview on (as for a 100k-node graph)."""
+    monkeypatch.setattr(overview_module, "MIN_NODES", 100)
+    graph, layout = unrolled
+    scene = GraphScene()
+    scene.set_graph(graph, layout)
+    assert scene.overview is not None
+    return scene
+
+
+def paint(scene: GraphScene, lod: float, size=(600, 600)) -> np.ndarray:
+    """The graph's centre painted at ``lod`` through a view, as bench_scale's frames do."""
+    view = QGraphicsView(scene)
+    view.resize(*size)
+    view.scale(lod, lod)
+    view.centerOn(scene.graph_rect().center())
+    image = QImage(*size, QImage.Format_ARGB32_Premultiplied)
+    image.fill(0xFFFFFFFF)
+    painter = QPainter(image)
+    view.render(painter)
+    painter.end()
+    view.setScene(None)
+    return np.frombuffer(image.constBits(), dtype=np.uint8).reshape(size[1], size[0], 4)[..., :3].astype(int).copy()
+
+
+def test_far_frames_show_the_overview_made_once(big, monkeypatch):
+    stats = render_items.PAINT_STATS
+    far = big.overview.lod * 0.5
+    stats["simple_batches"] = 0
+    first = paint(big, far)
+    assert big.overview.renders == 1
+    made = stats["simple_batches"]          # the batches painted into the picture, once
+    second = paint(big, far)
+    assert big.overview.renders == 1 and stats["simple_batches"] == made
+    assert (first == second).all()
+    # the picture says what painting the items says: ink in the same places (it is smoothed)
+    monkeypatch.setattr(overview_module, "MIN_NODES", 10 ** 9)
+    direct = GraphScene()
+    direct.set_graph(big.graph, big.layout)
+    assert direct.overview is None
+    ink_o, ink_d = first.sum(-1) < 740, paint(direct, far).sum(-1) < 740
+    assert ink_d.sum() > 200
+    assert (ink_o & _grown(_grown(ink_d))).sum() >= 0.95 * ink_o.sum()
+    assert (ink_d & _grown(_grown(ink_o))).sum() >= 0.95 * ink_d.sum()
+
+
+def test_the_overview_follows_colours_and_highlights(big):
+    far = big.overview.lod * 0.5
+    paint(big, far)
+    big.set_norms({nid: 1e3 for nid in big.ids[:50]}, step=3)
+    paint(big, far)
+    assert big.overview.renders == 2
+    big.highlight(big.ids[:3])
+    paint(big, far)
+    assert big.overview.renders == 3
+    big.node_item(big.ids[5]).setSelected(True)     # a selection outline is not drawn that far out
+    paint(big, far)
+    assert big.overview.renders == 3
+
+
+def test_near_frames_and_exports_never_use_the_overview(big):
+    paint(big, big.overview.lod * 2)
+    assert big.overview.renders == 0 and not big.far_now
+    image = QImage(300, 300, QImage.Format_ARGB32_Premultiplied)
+    painter = QPainter(image)
+    with big.exporting():
+        big.render(painter, QRectF(0, 0, 300, 300), big.graph_rect())   # far smaller than the overview's lod
+    painter.end()
+    assert big.overview.renders == 0 and not big.far_now

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 from gradviz.core.modules import prefixes
 from gradviz.render import frame_shapes as shapes
 from gradviz.render import style
-from gradviz.render.far_labels import paint_far_label
+from gradviz.render.far_labels import MIN_SCREEN_W, paint_far_label
 from gradviz.render.items import visible_area
 from gradviz.render.frame_bands import BAND, BandPart, area_path, banded, lines_path
 
@@ -152,6 +152,8 @@ class FrameItem(QGraphicsItem):
         self._rect = rect.adjusted(-2, -2, 2, 2)
         self._bands = banded(frames)
         self._widths = [style.text_width(f.label, LABEL_PX, 600) for f in frames]
+        self._outer_pieces = sorted(((p.width(), k, p) for k, f in enumerate(frames) if f.outermost for p in f.pieces),
+                                    key=lambda e: -e[0])
         self.setZValue(FRAME_Z)
         self.setAcceptedMouseButtons(Qt.NoButton)
         self.setFlag(QGraphicsItem.ItemUsesExtendedStyleOption)
@@ -163,21 +165,23 @@ class FrameItem(QGraphicsItem):
         return QPainterPath()  # never hit: clicks go to the nodes and the background
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
-        theme = self._scene.theme
-        exposed = visible_area(painter, option, self._scene.force_detail)
+        sc = self._scene
+        theme = sc.theme
+        exposed = visible_area(painter, option, sc.force_detail)
         lod = QStyleOptionGraphicsItem.levelOfDetailFromTransform(painter.worldTransform())
-        ink = QColor(theme.strong_outline)
-        fill = QColor(ink)
-        fill.setAlphaF(0.035)
-        pen = QPen(QColor(theme.muted_text), 1.0)
         plate = QColor(theme.background)
         plate.setAlphaF(0.88)
         text = QColor(theme.muted_text)
+        far = lod * LABEL_PX < 5 and not sc.force_detail
+        if sc.far_now:       # the overview picture shows the frames: only their names, live
+            self._far_labels(painter, exposed, lod, text, plate)
+            return
+        fill = QColor(theme.strong_outline)
+        fill.setAlphaF(0.035)
+        pen = QPen(QColor(theme.muted_text), 1.0)
         pen.setCosmetic(lod < 1.0)  # stays a visible hairline when zoomed out
         painter.setFont(style.font(LABEL_PX, 600))
-        far = lod * LABEL_PX < 5 and not self._scene.force_detail
         for part in self._parts_near(exposed, lod):
-            f = self.frames[part.frame]
             if part.bounds.intersects(exposed):
                 painter.setPen(Qt.NoPen)
                 painter.setBrush(fill)
@@ -186,18 +190,28 @@ class FrameItem(QGraphicsItem):
                 painter.setBrush(Qt.NoBrush)
                 painter.drawPath(part.outline)
             if far:
-                for piece in part.pieces if f.outermost else ():  # zoomed out: outermost frames keep a name
-                    if QRectF(piece.left(), piece.top(), piece.width() * 3.5, 16 / lod).intersects(exposed):
-                        paint_far_label(painter, piece, f.module, lod, text, plate, overflow=1.0)
                 continue
-            width = self._widths[part.frame]
+            label, width = self.frames[part.frame].label, self._widths[part.frame]
             plates = [QRectF(p.x() - 3, p.y() - 10, width + 6, 13) for p in part.labels]
             shown = [k for k, r in enumerate(plates) if r.intersects(exposed)]
             for k in shown:  # on a plate, so edges passing under do not cross the text
                 painter.fillRect(plates[k], plate)
             painter.setPen(text)
             for k in shown:
-                painter.drawText(part.labels[k], f.label)
+                painter.drawText(part.labels[k], label)
+        if far and not (sc.overview is not None and sc.overview.painting):   # the picture is scaled: no names in it
+            self._far_labels(painter, exposed, lod, text, plate)
+
+    def _far_labels(self, painter: QPainter, exposed: QRectF, lod: float, text: QColor, plate: QColor) -> None:
+        """Zoomed out, the outermost frames keep a readable name on each piece wide enough on screen."""
+        shown = []
+        for width, k, piece in self._outer_pieces:      # widest first
+            if width * lod < MIN_SCREEN_W:
+                break
+            if QRectF(piece.left(), piece.top(), width * 3.5, 16 / lod).intersects(exposed):
+                shown.append((k, piece))
+        for k, piece in sorted(shown, key=lambda e: e[0]):
+            paint_far_label(painter, piece, self.frames[k].module, lod, text, plate, overflow=1.0)
 
     def _parts_near(self, exposed: QRectF, lod: float) -> list["BandPart"]:
         """The band parts that may draw into ``exposed``: its bands and one either side (a label

@@ -89,18 +89,18 @@ class NodeItem(QGraphicsRectItem):
         return value
 
 
-class Batch(QGraphicsItem):
-    """Common part: a fixed bounding rect, never hit by clicks, exposed-rect aware."""
+class Batch(QGraphicsRectItem):
+    """Common part: a fixed bounding rect, never hit by clicks, exposed-rect aware.
+
+    A rect item without a pen, so Qt asks its bounding rect in C++: it does so several times
+    per item and frame, and a Python ``boundingRect`` made that a call into Python each time."""
 
     def __init__(self, scene: "GraphScene", rect: QRectF) -> None:
-        super().__init__()
+        super().__init__(rect)
         self._scene = scene
-        self._rect = rect
+        self.setPen(Qt.NoPen)
         self.setFlag(QGraphicsItem.ItemUsesExtendedStyleOption)  # gives option.exposedRect
         self.setAcceptedMouseButtons(Qt.NoButton)
-
-    def boundingRect(self) -> QRectF:
-        return self._rect
 
     def shape(self) -> QPainterPath:
         return QPainterPath()  # empty: clicks and rubber bands go through to NodeItems
@@ -117,6 +117,7 @@ class NodeBatch(Batch):
     def __init__(self, scene: "GraphScene", indices: list[int], rect: QRectF) -> None:
         super().__init__(scene, rect)
         self.indices = indices
+        self.groups = [i for i in indices if scene.kinds[i] == "group"]   # collapsed modules: far labels
         self.setZValue(1)
         self._by_color: list | None = None  # [(QColor, [QRectF])], rebuilt after recolouring
 
@@ -126,6 +127,10 @@ class NodeBatch(Batch):
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
         sc = self._scene
+        if sc.far_now:       # the overview picture shows the boxes; names stay live, screen-sized
+            if self.groups:
+                self._far_labels(painter, lod_of(painter))
+            return
         lod = lod_of(painter)
         dim = sc.dimmed_nodes()
         if lod < SIMPLE_LOD and not sc.force_detail:
@@ -169,10 +174,10 @@ class NodeBatch(Batch):
         from gradviz.render.far_labels import paint_far_label
 
         sc = self._scene
-        for i in self.indices:
-            if sc.kinds[i] == "group":
-                paint_far_label(painter, sc.rects[i].adjusted(0, 6, 0, 0), sc.primary_text(i), lod,
-                                sc.text_colors[i])
+        if sc.overview is not None and sc.overview.painting:
+            return       # not into the picture: it is scaled, the names must stay screen-sized
+        for i in self.groups:
+            paint_far_label(painter, sc.rects[i].adjusted(0, 6, 0, 0), sc.primary_text(i), lod, sc.text_colors[i])
 
 
 class EdgeBatch(Batch):
@@ -187,6 +192,8 @@ class EdgeBatch(Batch):
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
         sc = self._scene
+        if sc.far_now:
+            return
         lod = self.begin_edges(painter)
         if lod < SIMPLE_LOD and not sc.force_detail:
             painter.setPen(sc.pens["edge_hairline"])  # cosmetic 1 px, straight segments: cheap

@@ -111,6 +111,8 @@ class LongEdges(Batch):
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
         sc = self._scene
+        if sc.far_now:
+            return
         lod = self.begin_edges(painter)
         margin = 3.0 + 3.0 / max(lod, 1e-6)     # the pen's width and antialiasing stay inside
         area = visible_area(painter, option, sc.force_detail).adjusted(-margin, -margin, margin, margin)
@@ -170,5 +172,8 @@ def distinct(lines: np.ndarray, view: QTransform | None) -> np.ndarray:
     within half a pixel): a fan of thousands of edges draws the same ink with far fewer strokes."""
     if view is None or view.type().value > QTransform.TxScale.value or len(lines) < 2:
         return lines
-    _, keep = np.unique(np.round(_device(lines, view) * 2.0), axis=0, return_index=True)
+    q = np.round(_device(lines, view) * 2.0)
+    q = np.clip(q - q.min(axis=0), 0, 2 ** 15 - 1).astype(np.int64)   # half pixels, 15 bits a coordinate
+    key = ((q[:, 0] << 45) | (q[:, 1] << 30) | (q[:, 2] << 15) | q[:, 3])
+    _, keep = np.unique(key, return_index=True)
     return lines[np.sort(keep)]

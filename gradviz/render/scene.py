@@ -30,6 +30,7 @@ from gradviz.render.items import NodeBatch, NodeItem, build_node_batches
 from gradviz.render.marks_layer import MarkLayer
 from gradviz.render.node_colors import NodeColors
 from gradviz.render.node_paint import NodePainter, elided_lines
+from gradviz.render.overview import Overview, add_overview
 from gradviz.render.tiles import BoxIndex
 
 MARGIN = 24.0
@@ -85,6 +86,8 @@ class GraphScene(QGraphicsScene):
         self.edge_batches: list = []
         self.edge_paths: dict[tuple, object] = {}
         self.frames: list[Frame] = []
+        self.overview: Overview | None = None   # big graphs: a picture of the whole for far zooms
+        self.far_now = False                    # set by the overview each frame: it shows the graph
         self.selected: set[int] = set()
         self.hl_nodes: set[int] = set()
         self._dim: set[int] | None = None
@@ -109,6 +112,7 @@ class GraphScene(QGraphicsScene):
         }
         self.brushes = {"edge": QBrush(t.color("edge"))}
         self.setBackgroundBrush(t.color("background"))
+        self._changed()
         self.update()
 
     def set_theme(self, theme: str | style.Theme) -> None:
@@ -157,6 +161,7 @@ class GraphScene(QGraphicsScene):
                 bounds = bounds.united(frame.path.boundingRect())
         bounds = bounds.united(decorate(self, graph))      # the failing call's error note
         self._rect = bounds.adjusted(-MARGIN, -MARGIN, MARGIN, MARGIN)
+        self.overview = add_overview(self, self._rect)
         self.setSceneRect(self._rect)
         self.colorScaleChanged.emit(self.structure or self._scale)
         self.marksChanged.emit(self.marks().styles())
@@ -212,6 +217,7 @@ class GraphScene(QGraphicsScene):
 
     def _recolor(self) -> None:
         self._compute_colors()
+        self._changed()
         for batch in self.node_batches:
             batch.recolored()
         self.colorScaleChanged.emit(self.structure or self._scale)
@@ -265,6 +271,11 @@ class GraphScene(QGraphicsScene):
 
     def graph_rect(self) -> QRectF:
         return QRectF(self._rect)
+
+    def _changed(self) -> None:
+        """Something the overview picture shows changed."""
+        if self.overview is not None:
+            self.overview.invalidate()
 
     def dimmed_nodes(self) -> set[int] | None:
         """Indices drawn faded while a highlight is active (None: no highlight)."""
@@ -329,6 +340,7 @@ class GraphScene(QGraphicsScene):
         (they are the pointer's state, not the graph's)."""
         saved = (self.force_detail, self.selected, self.hl_nodes, self._dim)
         self.force_detail, self.selected, self.hl_nodes, self._dim = True, set(), set(), None
+        self.far_now = False
         self.marks_layer.set_highlight_visible(False)
         self.marks_layer.set_screen_sized(False)
         try:
@@ -339,6 +351,7 @@ class GraphScene(QGraphicsScene):
             self.marks_layer.set_screen_sized(True)
 
     def _repaint_all(self) -> None:
+        self._changed()
         for batch in self.node_batches:
             batch.update()
         for batch in self.edge_batches:
