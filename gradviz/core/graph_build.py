@@ -45,7 +45,7 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: "Fo
         node_ids[fn] = nid
         pairs.append((nid, attrs))
     g.add_nodes_from(pairs)
-    g.add_edges_from(_edges(edges, node_ids, g.nodes))
+    g.add_edges_from(_edges(edges, node_ids, dict(pairs)))
 
     rids = root_ids(len(roots))
     for i, (r, rid) in enumerate(zip(roots, rids)):
@@ -99,30 +99,33 @@ def _node_attrs(fn: Any, nid: str, saved: bool, kept: dict[str, list], origin: A
 _NO_OUTPUT = {"shape": [], "dtype": "", "device": ""}
 
 
-def _edges(edges: list[tuple[Any, Any, int]], node_ids: dict[Any, str], nodes: Any) -> list[tuple[str, str, dict]]:
+def _edges(edges: list[tuple[Any, Any, int]], node_ids: dict[Any, str],
+           nodes: dict[str, dict]) -> list[tuple[str, str, dict]]:
     """``(u, v, attrs)`` per pair of nodes: the shape and dtype of the tensor that flows, ``output_nr``
-    (of the first edge between them) and ``count`` (an op using one tensor twice, ``x * x``)."""
+    (of the first edge between them) and ``count`` (an op using one tensor twice, ``x * x``).
+    ``nodes``: node id -> attributes."""
     out: dict[tuple[str, str], dict] = {}
     for src, dst, output_nr in edges:
-        u, v = node_ids[src], node_ids[dst]
-        seen = out.get((u, v))
+        key = (node_ids[src], node_ids[dst])
+        seen = out.get(key)
         if seen is not None:
             seen["count"] += 1
             continue
-        outputs = nodes[u]["outputs"]
+        outputs = nodes[key[0]]["outputs"]
         meta = outputs[output_nr] if output_nr < len(outputs) else (outputs[0] if outputs else {})
-        out[(u, v)] = {"shape": meta.get("shape", []), "dtype": meta.get("dtype", ""), "output_nr": output_nr,
-                       "count": 1}
+        out[key] = {"shape": meta.get("shape", []), "dtype": meta.get("dtype", ""), "output_nr": output_nr,
+                    "count": 1}
     return [(u, v, attrs) for (u, v), attrs in out.items()]
 
 
 def _inherit_modules(g: nx.DiGraph, order: list[str]) -> None:
     """Ops with no recorded origin take the module of the op that consumes them."""
+    nodes = dict(g.nodes(data=True))
     for nid in reversed(order):
-        attrs = g.nodes[nid]
+        attrs = nodes[nid]
         if attrs["kind"] == "op" and not attrs["location"]:
             for succ in g.successors(nid):
-                s = g.nodes[succ]
+                s = nodes[succ]
                 if s["kind"] == "op" and s["location"]:
                     attrs.update(module=s["module"], module_type=s["module_type"])
                     break

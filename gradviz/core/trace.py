@@ -44,6 +44,7 @@ from gradviz.core.graph_build import (  # noqa: F401 (GRAPH_FORMAT re-exported)
 from gradviz.core.meta import build_meta_model, meta_forward
 from gradviz.core.modules import module_table
 from gradviz.core.script import ModelScript, check_loss, error_from_exception, load_script
+from gradviz.core.trace_threads import trace_threads
 from gradviz.core.walk import is_leaf
 
 DETAILS = ("full", "norms")
@@ -63,6 +64,7 @@ class TraceOptions:
     capture_forward: bool = True  # module path and source line per node
     details: str = "full"         # "full": every statistic; "norms": exact norms, the rest on demand
     meta: bool = False            # structure only: build and run the model on the meta device
+    threads: int | None = None    # torch intra-op threads: None a script's all cores but one (trace_threads.py), 0 as set
 
 
 @dataclass
@@ -100,9 +102,11 @@ def trace_run(source: Any, model: nn.Module | None = None, *, options: TraceOpti
               capture: ForwardCapture | None = None, **overrides: Any) -> TraceRun:
     options = resolve_options(options, overrides)
     start = time.perf_counter()
-    with gc_paused():   # the graph's many live objects would be re-scanned again and again
-        if isinstance(source, torch.Tensor) or (isinstance(source, (list, tuple)) and source
-                                                and all(isinstance(t, torch.Tensor) for t in source)):
+    tensors = isinstance(source, torch.Tensor) or (isinstance(source, (list, tuple)) and source
+                                                   and all(isinstance(t, torch.Tensor) for t in source))
+    # gc paused: the graph's many live objects would be re-scanned again and again
+    with gc_paused(), trace_threads(options.threads, script=not tensors):
+        if tensors:
             roots = [source] if isinstance(source, torch.Tensor) else list(source)
             run = _trace_tensors(roots, model, capture, options)
         else:
@@ -120,6 +124,8 @@ def resolve_options(options: TraceOptions | None, overrides: dict[str, Any]) -> 
         setattr(options, key, value)
     if options.details not in DETAILS:
         raise ValueError(f"details must be one of {DETAILS}, not {options.details!r}")
+    if options.threads is not None and (type(options.threads) is not int or options.threads < 0):
+        raise ValueError(f"threads must be None, 0 or a positive number of threads, not {options.threads!r}")
     return options
 
 

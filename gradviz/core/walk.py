@@ -170,6 +170,8 @@ def saved_tensors(fn: Any, storages: list | None = None) -> list[dict]:
         elif isinstance(value, (tuple, list)) and value and all(isinstance(v, torch.Tensor) for v in value):
             for i, v in enumerate(value):
                 saved.append(_tensor_entry(f"{name}[{i}]", v, storages))
+        elif type(value) is tuple and len(value) <= 8 and all(type(v) is int for v in value):
+            saved.append({"name": name, "value": list(value)})     # sizes and strides: what _plain makes of them
         elif value is None or isinstance(value, (bool, int, float, str)) or _small_sequence(value):
             saved.append({"name": name, "value": _plain(value)})
         else:
