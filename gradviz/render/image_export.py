@@ -91,14 +91,17 @@ def make_page(scene, region=None, legend: bool = True) -> Page:
                 title, subtitle, marks, frames, state.fixed_range)
 
 
-def paint_page(painter, scene, page: Page, legend: bool = True, clip=None) -> None:
+def paint_page(painter, scene, page: Page, legend: bool = True, clip=None, backdrop: bool = True) -> None:
     """Background, header and legend, graph; the painter's unit is one scene pixel.
-    ``clip`` (a page QRectF, e.g. one tile) limits the graph drawn to what it covers."""
-    from PySide6.QtCore import QPointF, QRectF
+    ``clip`` (a page QRectF, e.g. one tile) limits the graph drawn to what it covers.
+    ``backdrop=False`` paints only the graph's visible items, no background: a later part of
+    a streamed SVG (``svg_stream``), drawn over the first."""
+    from PySide6.QtCore import QPointF, QRectF, Qt
 
     from gradviz.render.legend import paint_legend
 
-    painter.fillRect(QRectF(0, 0, page.width, page.height), scene.theme.color("background"))
+    if backdrop:
+        painter.fillRect(QRectF(0, 0, page.width, page.height), scene.theme.color("background"))
     if legend:
         paint_legend(painter, QPointF(PAD, PAD), scene.structure or scene.color_scale(), scene.theme, page.title,
                      page.subtitle, marks=page.marks, frames=page.frames, fixed=page.fixed)
@@ -110,8 +113,15 @@ def paint_page(painter, scene, page: Page, legend: bool = True, clip=None) -> No
             return
         src = part.translated(src.left() - target.left(), src.top() - target.top())
         target = part
+    brush = scene.backgroundBrush()
     with scene.exporting():
-        scene.render(painter, target, src)
+        if not backdrop:
+            scene.setBackgroundBrush(Qt.NoBrush)
+        try:
+            scene.render(painter, target, src)
+        finally:
+            if not backdrop:
+                scene.setBackgroundBrush(brush)
 
 
 def scene_for(graph: nx.DiGraph, marks: Marks | None = None, theme: str = "light", layout=None):
@@ -208,26 +218,20 @@ def write_png(scene, page: Page, target: Path, opts: ImageOptions) -> ExportResu
 
 
 def write_svg(scene, page: Page, target: Path, opts: ImageOptions) -> ExportResult:
-    from PySide6.QtCore import QRectF, QSize
-    from PySide6.QtGui import QPainter
-    from PySide6.QtSvg import QSvgGenerator
+    """Streamed in parts (``svg_stream``): memory stays small whatever the graph's size."""
+    from gradviz.render.svg_stream import stream_svg
+
+    def paint(painter, first: bool, rect) -> None:
+        if first:
+            paint_page(painter, scene, page, opts.legend)
+            return
+        # only the part of the page around ``rect``: Qt then looks at the items there, not at all 100k
+        page_rect = rect.translated(PAD - page.source.left(), PAD + page.legend_h - page.source.top())
+        paint_page(painter, scene, page, False, page_rect.adjusted(-4, -4, 4, 4), backdrop=False)
 
     with AtomicFiles() as files:
-        gen = QSvgGenerator()
-        gen.setFileName(files.temp_for(target))
-        gen.setSize(QSize(round(page.width), round(page.height)))
-        gen.setViewBox(QRectF(0, 0, page.width, page.height))
-        gen.setResolution(96)
-        gen.setTitle(page.title or "gradviz graph")
-        gen.setDescription(f"gradviz autograd graph: {page.subtitle or ''}")
-        painter = QPainter()
-        if not painter.begin(gen):
-            raise ExportError("Qt could not start the SVG writer")
-        try:
-            painter.setRenderHints(QPainter.Antialiasing | QPainter.TextAntialiasing)
-            paint_page(painter, scene, page, opts.legend)
-        finally:
-            painter.end()
+        with open(files.temp_for(target), "wb") as out:
+            stream_svg(out, scene, page, paint)
     return ExportResult(target, [target])
 
 

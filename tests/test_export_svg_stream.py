@@ -1,0 +1,124 @@
+"""SVG written in parts (render/svg_stream.py): the same drawing as one QSvgGenerator document,
+every node label and edge in it, valid XML, ids unique, the scene left as it was, and nothing
+half-written when painting fails in a later part."""
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from gradviz.core.trace import trace
+from test_app_support import TRANSFORMER
+
+SVG = "{http://www.w3.org/2000/svg}"
+DRAWN = {"path", "rect", "text", "polygon", "polyline", "ellipse", "line", "image", "circle"}
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return trace(TRANSFORMER)
+
+
+@pytest.fixture()
+def scene(qapp, graph):
+    from gradviz.render.image_export import scene_for
+
+    return scene_for(graph)
+
+
+def drawing(path) -> list[tuple]:
+    """What the SVG draws, in order: each shape or text with the style it inherits from its groups."""
+    out = []
+
+    def walk(el, inherited: dict) -> None:
+        tag = el.tag.removeprefix(SVG)
+        attrs = {**inherited, **{k: v for k, v in el.attrib.items() if k != "id"}}
+        if tag in DRAWN:
+            out.append((tag, tuple(sorted(attrs.items())), (el.text or "").strip()))
+        elif tag in ("g", "svg"):
+            for child in el:
+                walk(child, attrs if tag == "g" else {})
+
+    walk(ET.parse(path).getroot(), {})
+    return out
+
+
+def export(scene, path, part_bytes: int, frames_per_item: int, monkeypatch):
+    from gradviz.render import svg_stream
+    from gradviz.render.formats import export_scene
+
+    monkeypatch.setattr(svg_stream, "PART_BYTES", part_bytes)
+    monkeypatch.setattr(svg_stream, "FRAMES_PER_ITEM", frames_per_item)
+    parts = []
+    real = svg_stream._write_parts
+    monkeypatch.setattr(svg_stream, "_write_parts", lambda *a: parts.append(real(*a)) or parts[-1])
+    export_scene(scene, path)
+    return parts[0]
+
+
+def test_parts_draw_exactly_what_one_document_draws(scene, tmp_path, monkeypatch):
+    one = export(scene, tmp_path / "one.svg", 1 << 40, 1 << 20, monkeypatch)
+    many = export(scene, tmp_path / "many.svg", 1, 2, monkeypatch)
+    assert one == 1 and many > 10                       # one part per painted item
+    whole, parted = drawing(tmp_path / "one.svg"), drawing(tmp_path / "many.svg")
+    assert len(whole) > 500 and parted == whole           # same shapes, texts, styles, in the same order
+    texts = {t for tag, _, t in parted if tag == "text"}
+    for i in range(len(scene.ids)):                       # every node's label (as elided to its box)
+        assert scene.text_lines(i)[0] in texts, scene.ids[i]
+    for frame in scene.frames:
+        assert frame.label in texts
+    root = ET.parse(tmp_path / "many.svg").getroot()
+    ids = [el.get("id") for el in root.iter() if el.get("id")]
+    assert ids and len(ids) == len(set(ids))              # the legend's gradients, once each
+
+
+def test_every_edge_is_in_the_parts(scene, tmp_path, monkeypatch, graph):
+    export(scene, tmp_path / "one.svg", 1 << 40, 1 << 20, monkeypatch)
+    export(scene, tmp_path / "many.svg", 1, 2, monkeypatch)
+
+    def arrows(path):   # each edge ends in one filled arrowhead path; count the subpaths ('M')
+        return sum(attrs_d.count("M") for tag, attrs, _ in drawing(path) if tag == "path"
+                   for k, attrs_d in attrs if k == "d")
+
+    assert arrows(tmp_path / "many.svg") == arrows(tmp_path / "one.svg")
+    assert arrows(tmp_path / "one.svg") >= 2 * graph.number_of_edges()   # a curve and an arrow per edge
+
+
+def test_the_scene_is_left_as_it_was(scene, tmp_path, monkeypatch):
+    before = [(type(it).__name__, it.isVisible(), it.zValue()) for it in scene.items()]
+    frames = list(scene.frames)
+    export(scene, tmp_path / "many.svg", 1, 2, monkeypatch)
+    assert [(type(it).__name__, it.isVisible(), it.zValue()) for it in scene.items()] == before
+    frame_items = [it for it in scene.items() if type(it).__name__ == "FrameItem"]
+    assert len(frame_items) == 1 and frame_items[0].frames == frames   # all frames again, in order
+
+
+def test_a_failure_in_a_later_part_leaves_nothing(scene, tmp_path, monkeypatch):
+    from gradviz.render import image_export
+
+    old = tmp_path / "g.svg"
+    old.write_text("the previous export")
+    real, calls = image_export.paint_page, []
+
+    def paint(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise MemoryError()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(image_export, "paint_page", paint)
+    with pytest.raises(MemoryError):
+        export(scene, old, 1, 2, monkeypatch)
+    assert os.listdir(tmp_path) == ["g.svg"] and old.read_text() == "the previous export"
+    assert all(it.isVisible() for it in scene.items() if type(it).__name__ in ("NodeBatch", "EdgeBatch"))
+
+
+def test_ids_a_later_part_defines_are_made_its_own():
+    from gradviz.render.svg_stream import prefix_ids
+
+    part = (b'<defs>\n<linearGradient x1="0" id="gradient1"><stop/></linearGradient>\n</defs>\n'
+            b'<g fill="url(#gradient1)"><rect/></g><text>url(#gradient1) gradient1</text>')
+    got = prefix_ids(part, b"p3-")
+    assert b'id="p3-gradient1"' in got and b'fill="url(#p3-gradient1)"' in got
+    assert b"<text>url(#gradient1) gradient1</text>" in got     # text is text, never renamed
