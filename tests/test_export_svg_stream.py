@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
+from collections import Counter
 
 import pytest
 
@@ -20,11 +21,26 @@ def graph():
     return trace(TRANSFORMER)
 
 
+def scene_with_bands(graph, monkeypatch, band: float):
+    """The scene with its module frames cut into bands ``band`` scene px tall (2,048 normally)."""
+    from gradviz.render import frame_bands, frames
+    from gradviz.render.image_export import scene_for
+
+    monkeypatch.setattr(frame_bands, "BAND", band)
+    monkeypatch.setattr(frames, "BAND", band)
+    return scene_for(graph)
+
+
 @pytest.fixture()
 def scene(qapp, graph):
     from gradviz.render.image_export import scene_for
 
     return scene_for(graph)
+
+
+@pytest.fixture()
+def banded_scene(qapp, graph, monkeypatch):
+    return scene_with_bands(graph, monkeypatch, 64.0)
 
 
 def drawing(path) -> list[tuple]:
@@ -44,12 +60,11 @@ def drawing(path) -> list[tuple]:
     return out
 
 
-def export(scene, path, part_bytes: int, frames_per_item: int, monkeypatch):
+def export(scene, path, part_bytes: int, monkeypatch):
     from gradviz.render import svg_stream
     from gradviz.render.formats import export_scene
 
     monkeypatch.setattr(svg_stream, "PART_BYTES", part_bytes)
-    monkeypatch.setattr(svg_stream, "FRAMES_PER_ITEM", frames_per_item)
     parts = []
     real = svg_stream._write_parts
     monkeypatch.setattr(svg_stream, "_write_parts", lambda *a: parts.append(real(*a)) or parts[-1])
@@ -58,9 +73,14 @@ def export(scene, path, part_bytes: int, frames_per_item: int, monkeypatch):
 
 
 def test_parts_draw_exactly_what_one_document_draws(scene, tmp_path, monkeypatch):
-    one = export(scene, tmp_path / "one.svg", 1 << 40, 1 << 20, monkeypatch)
-    many = export(scene, tmp_path / "many.svg", 1, 2, monkeypatch)
-    assert one == 1 and many > 10                       # one part per painted item
+    from gradviz.render import svg_stream
+
+    monkeypatch.setattr(svg_stream, "banded_frames", lambda item: None)   # the FrameItem in one piece: Qt's order
+    one = export(scene, tmp_path / "one.svg", 1 << 40, monkeypatch)
+    many = export(scene, tmp_path / "many.svg", 1, monkeypatch)
+    from gradviz.render.svg_stream import painted_items, pieces_of
+
+    assert one == 1 and many == len(pieces_of(painted_items(scene))) > 3     # one part per painted item
     whole, parted = drawing(tmp_path / "one.svg"), drawing(tmp_path / "many.svg")
     assert len(whole) > 500 and parted == whole           # same shapes, texts, styles, in the same order
     texts = {t for tag, _, t in parted if tag == "text"}
@@ -73,9 +93,21 @@ def test_parts_draw_exactly_what_one_document_draws(scene, tmp_path, monkeypatch
     assert ids and len(ids) == len(set(ids))              # the legend's gradients, once each
 
 
+def test_frames_cut_in_bands_are_each_drawn_once(banded_scene, tmp_path, monkeypatch):
+    """A FrameItem paints a band's frame parts in the SVG part that holds the band: within a part
+    the frames keep their order, across parts the bands' order (bands never overlap)."""
+    scene = banded_scene
+    frame_item = next(it for it in scene.items() if type(it).__name__ == "FrameItem")
+    assert len(frame_item._bands) > 10
+    one = export(scene, tmp_path / "one.svg", 1 << 40, monkeypatch)
+    many = export(scene, tmp_path / "many.svg", 1, monkeypatch)
+    assert one == 1 and many > len(frame_item._bands)
+    assert Counter(drawing(tmp_path / "many.svg")) == Counter(drawing(tmp_path / "one.svg"))
+
+
 def test_every_edge_is_in_the_parts(scene, tmp_path, monkeypatch, graph):
-    export(scene, tmp_path / "one.svg", 1 << 40, 1 << 20, monkeypatch)
-    export(scene, tmp_path / "many.svg", 1, 2, monkeypatch)
+    export(scene, tmp_path / "one.svg", 1 << 40, monkeypatch)
+    export(scene, tmp_path / "many.svg", 1, monkeypatch)
 
     def arrows(path):   # each edge ends in one filled arrowhead path; count the subpaths ('M')
         return sum(attrs_d.count("M") for tag, attrs, _ in drawing(path) if tag == "path"
@@ -85,13 +117,14 @@ def test_every_edge_is_in_the_parts(scene, tmp_path, monkeypatch, graph):
     assert arrows(tmp_path / "one.svg") >= 2 * graph.number_of_edges()   # a curve and an arrow per edge
 
 
-def test_the_scene_is_left_as_it_was(scene, tmp_path, monkeypatch):
+def test_the_scene_is_left_as_it_was(banded_scene, tmp_path, monkeypatch):
+    scene = banded_scene
     before = [(type(it).__name__, it.isVisible(), it.zValue()) for it in scene.items()]
-    frames = list(scene.frames)
-    export(scene, tmp_path / "many.svg", 1, 2, monkeypatch)
+    frame_item = next(it for it in scene.items() if type(it).__name__ == "FrameItem")
+    bands = dict(frame_item._bands)
+    export(scene, tmp_path / "many.svg", 1, monkeypatch)
     assert [(type(it).__name__, it.isVisible(), it.zValue()) for it in scene.items()] == before
-    frame_items = [it for it in scene.items() if type(it).__name__ == "FrameItem"]
-    assert len(frame_items) == 1 and frame_items[0].frames == frames   # all frames again, in order
+    assert frame_item._bands == bands            # every band of every frame again
 
 
 def test_a_failure_in_a_later_part_leaves_nothing(scene, tmp_path, monkeypatch):
@@ -109,7 +142,7 @@ def test_a_failure_in_a_later_part_leaves_nothing(scene, tmp_path, monkeypatch):
 
     monkeypatch.setattr(image_export, "paint_page", paint)
     with pytest.raises(MemoryError):
-        export(scene, old, 1, 2, monkeypatch)
+        export(scene, old, 1, monkeypatch)
     assert os.listdir(tmp_path) == ["g.svg"] and old.read_text() == "the previous export"
     assert all(it.isVisible() for it in scene.items() if type(it).__name__ in ("NodeBatch", "EdgeBatch"))
 

@@ -20,10 +20,9 @@ from typing import BinaryIO, Callable
 log = logging.getLogger(__name__)
 
 PART_BYTES = 32 << 20       # parts of ~32 MB of SVG (~150 MB while painted): few parts, small buffers
-FRAMES_PER_ITEM = 256       # module frames painted by one item (the scene has one item for all)
 # Bytes of SVG an item writes, estimated before painting (measured on GPT-1600: 1.5 kB a node
-# with its two lines of text, 4 kB a module frame with its label, ~37 B a path element).
-NODE_BYTES, FRAME_BYTES, PATH_ELEMENT_BYTES, OTHER_BYTES = 1500, 4000, 37, 4000
+# with its two lines of text, ~400 B a label, ~37 B a path element).
+NODE_BYTES, LABEL_BYTES, PATH_ELEMENT_BYTES, OTHER_BYTES = 1500, 400, 37, 4000
 
 _DEF_ID = re.compile(rb'\bid="([^"]+)"')
 
@@ -50,35 +49,43 @@ def painted_items(scene) -> list:
 
 @dataclass(frozen=True)
 class Piece:
-    """An item to paint in one part, or for the scene's ``FrameItem`` (all module frames in one
-    item: 75 MB of SVG for a 1,600-block GPT) its frames ``lo:hi``."""
+    """An item to paint in one part, or one band of the scene's ``FrameItem`` (all module frames
+    in one item, cut into horizontal bands by ``frame_bands``: 75 MB of SVG for a 1,600-block GPT)."""
     item: object
-    lo: int = 0
-    hi: int | None = None
+    band: int | None = None
 
     def weight(self) -> int:
         """About how much SVG the piece writes: parts are cut before painting, to about ``PART_BYTES``."""
+        from PySide6.QtGui import QPainterPath
+
         item = self.item
-        if self.hi is not None:                            # module frames
-            return FRAME_BYTES * (self.hi - self.lo)
+        if self.band is not None:
+            return sum(PATH_ELEMENT_BYTES * (p.fill.elementCount() + p.outline.elementCount())
+                       + LABEL_BYTES * len(p.labels) for p in item._bands[self.band])
         if hasattr(item, "indices"):                       # NodeBatch
             return NODE_BYTES * len(item.indices)
-        if hasattr(item, "curves"):                        # EdgeBatch: curves, arrows, shape labels
-            return (PATH_ELEMENT_BYTES * (item.curves.elementCount() + item.arrows.elementCount())
-                    + 300 * len(item.labels))
+        curves = getattr(item, "curves", None)
+        if isinstance(curves, QPainterPath):               # EdgeBatch: curves, arrows, shape labels
+            return (PATH_ELEMENT_BYTES * (curves.elementCount() + item.arrows.elementCount())
+                    + LABEL_BYTES * len(item.labels))
+        if curves is not None:                             # LongEdges: one cubic per row
+            return 3 * PATH_ELEMENT_BYTES * len(curves)
         return OTHER_BYTES
 
 
-def pieces_of(items: list) -> list[Piece]:
+def banded_frames(item) -> dict | None:
+    """The FrameItem's frames by band (``frame_bands.banded``), if it has more than one band."""
     from gradviz.render.frames import FrameItem
 
+    bands = getattr(item, "_bands", None) if isinstance(item, FrameItem) else None
+    return bands if isinstance(bands, dict) and len(bands) > 1 else None
+
+
+def pieces_of(items: list) -> list[Piece]:
     out = []
     for item in items:
-        if isinstance(item, FrameItem) and len(item.frames) > FRAMES_PER_ITEM:
-            out += [Piece(item, k, min(k + FRAMES_PER_ITEM, len(item.frames)))
-                    for k in range(0, len(item.frames), FRAMES_PER_ITEM)]
-        else:
-            out.append(Piece(item))
+        bands = banded_frames(item)
+        out += [Piece(item, b) for b in sorted(bands)] if bands else [Piece(item)]
     return out
 
 
@@ -150,34 +157,40 @@ def stream_svg(out: BinaryIO, scene, page, paint: Callable) -> int:
     so Qt looks only there). Returns the number of parts."""
     with scene.exporting():   # the items an export paints (no selection or highlight layer)
         shown = painted_items(scene)
-    whole = {item: item.frames for item in shown if hasattr(item, "frames")}
+    # a FrameItem paints the frame parts of the bands it holds (``_bands``): each part of the
+    # SVG gives it its own bands, each band in exactly one part; all are given back afterwards
+    whole = {item: bands for item in shown if (bands := banded_frames(item))}
     for item in shown:
         item.setVisible(False)
     try:
         return _write_parts(out, page, pieces_of(shown), paint, whole)
     finally:
-        for item, frames in whole.items():
-            item.frames = frames
+        for item, bands in whole.items():
+            item._bands = bands
         for item in shown:
             item.setVisible(True)
 
 
 def _show(run: list[Piece], whole: dict):
-    """Make the run's items visible (a FrameItem with only the run's frames); the scene rectangle they cover."""
+    """Make the run's items visible (a FrameItem with only the run's bands); the scene rectangle
+    they draw in (frame labels' plates included: a label is drawn where its plate is exposed)."""
+    from PySide6.QtCore import QRectF
+
     rect, chosen = None, {}
     for piece in run:
-        if piece.hi is None:
-            box = piece.item.sceneBoundingRect()
-        else:
-            frames = whole[piece.item][piece.lo:piece.hi]
-            chosen.setdefault(piece.item, []).extend(frames)
-            box = frames[0].path.boundingRect()
-            for frame in frames[1:]:
-                box = box.united(frame.path.boundingRect())
-        piece.item.setVisible(True)
+        item = piece.item
+        box = item.sceneBoundingRect()
+        if piece.band is not None:
+            parts = chosen.setdefault(item, {})[piece.band] = whole[item][piece.band]
+            box = parts[0].bounds
+            for part in parts:
+                width = item._widths[part.frame]
+                for r in [part.bounds] + [QRectF(p.x() - 3, p.y() - 10, width + 6, 13) for p in part.labels]:
+                    box = r if box is None else box.united(r)
+        item.setVisible(True)
         rect = box if rect is None else rect.united(box)
-    for item, frames in chosen.items():
-        item.frames = frames
+    for item, bands in chosen.items():
+        item._bands = bands
     return rect
 
 
