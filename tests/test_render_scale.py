@@ -9,7 +9,7 @@ import pytest
 import gradviz.render  # noqa: F401  (applies the PySide6 refcount workaround before any Qt call)
 from gradviz.core.trace import trace
 
-from PySide6.QtCore import QPointF, QRectF, Qt  # noqa: E402
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt  # noqa: E402
 from PySide6.QtGui import QImage, QPainter, QPainterPath, QTransform  # noqa: E402
 from PySide6.QtWidgets import QGraphicsView  # noqa: E402
 
@@ -322,3 +322,37 @@ def test_near_frames_and_exports_never_use_the_overview(big):
         big.render(painter, QRectF(0, 0, 300, 300), big.graph_rect())   # far smaller than the overview's lod
     painter.end()
     assert big.overview.renders == 0 and not big.far_now
+
+
+def test_a_dense_fan_is_filled_as_one_band_with_the_same_ink():
+    """Thousands of long edges a fraction of a pixel apart: one filled band instead of strokes,
+    covering the same pixels (within the antialiased rim); sparse lines stay lines."""
+    from gradviz.render.edge_fans import fans
+
+    rng = np.random.default_rng(3)
+    top = np.linspace(200, 230, 2000) + rng.uniform(-0.2, 0.2, 2000)       # a parameter's fan-out
+    bottom = np.linspace(100, 500, 2000) + rng.uniform(-0.2, 0.2, 2000)
+    dense = np.column_stack([top, np.full(2000, -5.0), bottom, np.full(2000, 305.0)])
+    sparse = np.array([[600.0, -5.0, 650.0, 305.0], [700.0, -5.0, 640.0, 305.0], [800.0, -5.0, 820.0, 305.0]])
+    lines = np.vstack([dense, sparse])
+    area, view = QRectF(-5, -5, 910, 310), QTransform()
+    bands, rest = fans(lines, area, view, 1.0)
+    assert len(bands) == 1 and len(rest) < 50
+    assert sparse.tolist() == [r for r in rest.tolist() if r[0] >= 600]
+    images = []
+    for filled in (True, False):
+        image = QImage(900, 300, QImage.Format_ARGB32_Premultiplied)
+        image.fill(0xFFFFFFFF)
+        painter = QPainter(image)
+        painter.setPen(Qt.black)
+        if filled:
+            painter.setPen(Qt.NoPen)
+            painter.setBrush(Qt.black)
+            for band in bands:
+                painter.drawPolygon(band)
+            painter.setPen(Qt.black)
+        painter.drawLines([QLineF(*r) for r in (rest if filled else lines).tolist()])
+        painter.end()
+        images.append(np.frombuffer(image.constBits(), dtype=np.uint8).reshape(300, 900, 4)[..., 0].copy() < 128)
+    assert images[1].sum() > 10000
+    assert (images[0] ^ images[1]).sum() < 0.01 * images[1].sum()

@@ -19,6 +19,7 @@ from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath, QPen, QTransform
 from PySide6.QtWidgets import QStyleOptionGraphicsItem
 
+from gradviz.render.edge_fans import fans, simple_view, to_device
 from gradviz.render.items import SIMPLE_LOD, Batch, visible_area
 
 if TYPE_CHECKING:
@@ -118,8 +119,7 @@ class LongEdges(Batch):
         area = visible_area(painter, option, sc.force_detail).adjusted(-margin, -margin, margin, margin)
         view = None if sc.force_detail else painter.worldTransform()
         if lod < SIMPLE_LOD and not sc.force_detail:
-            painter.setPen(sc.pens["edge_hairline"])
-            painter.drawLines([QLineF(*row) for row in distinct(clip_lines(self.lines, area), view).tolist()])
+            self._draw(painter, sc.pens["edge_hairline"], distinct(clip_lines(self.lines, area), view), area, view, 1.0)
             return
         pen = QPen(sc.pens["edge"])
         if view is not None and pen.widthF() * lod > 1.0:
@@ -127,14 +127,26 @@ class LongEdges(Batch):
             # parameter's fan-out over 2,000 steps), and Qt strokes a wider pen through its slow
             # general path (seconds with antialiasing); exports keep the edge pen
             pen.setWidthF(0.999 / lod)
-        painter.setPen(pen)
         lines, curves = self.shapes(area, view)
-        painter.drawLines([QLineF(*row) for row in lines.tolist()])
+        self._draw(painter, pen, lines, area, view, pen.widthF() * lod)
         path = QPainterPath()
         for x0, y0, c1x, c1y, c2x, c2y, x1, y1 in curves.tolist():
             path.moveTo(x0, y0)
             path.cubicTo(c1x, c1y, c2x, c2y, x1, y1)
         painter.drawPath(path)
+
+    def _draw(self, painter: QPainter, pen: QPen, lines: np.ndarray, area: QRectF, view: QTransform | None,
+              width: float) -> None:
+        """Stroke ``lines`` with ``pen`` (``width`` device pixels wide), dense fans as filled bands."""
+        bands, lines = fans(lines, area, view, width) if view is not None else ([], lines)
+        if bands:
+            painter.setPen(Qt.NoPen)
+            painter.setBrush(pen.color())
+            for band in bands:
+                painter.drawPolygon(band)
+            painter.setBrush(Qt.NoBrush)
+        painter.setPen(pen)
+        painter.drawLines([QLineF(*row) for row in lines.tolist()])
 
     def shapes(self, area: QRectF, view: QTransform | None) -> tuple[np.ndarray, np.ndarray]:
         """What the curves draw inside ``area`` under ``view`` (None: an export, every run a
@@ -145,20 +157,12 @@ class LongEdges(Batch):
         return distinct(runs[flat][:, [0, 1, 6, 7]], view), runs[~flat]
 
 
-def _device(xy: np.ndarray, view: QTransform) -> np.ndarray:
-    """Scene points (columns x, y, x, y, ...) in device pixels under a scale-and-translate view."""
-    out = np.empty_like(xy)
-    out[:, 0::2] = xy[:, 0::2] * view.m11() + view.dx()
-    out[:, 1::2] = xy[:, 1::2] * view.m22() + view.dy()
-    return out
-
-
 def flat_runs(runs: np.ndarray, view: QTransform | None) -> np.ndarray:
     """Which runs are straight on screen (control points within 0.2 px of the chord): drawn as
     lines. None (an export): none, every curve stays a curve."""
-    if view is None or view.type().value > QTransform.TxScale.value or not len(runs):
+    if not simple_view(view) or not len(runs):
         return np.zeros(len(runs), dtype=bool)
-    d = _device(runs, view)
+    d = to_device(runs, view)
     x0, y0, x1, y1 = d[:, 0], d[:, 1], d[:, 6], d[:, 7]
     dx, dy = x1 - x0, y1 - y0
     length = np.hypot(dx, dy) + 1e-9
@@ -170,9 +174,9 @@ def flat_runs(runs: np.ndarray, view: QTransform | None) -> np.ndarray:
 def distinct(lines: np.ndarray, view: QTransform | None) -> np.ndarray:
     """Lines (x0, y0, x1, y1) less those landing on the same device pixels as one kept (both ends
     within half a pixel): a fan of thousands of edges draws the same ink with far fewer strokes."""
-    if view is None or view.type().value > QTransform.TxScale.value or len(lines) < 2:
+    if not simple_view(view) or len(lines) < 2:
         return lines
-    q = np.round(_device(lines, view) * 2.0)
+    q = np.round(to_device(lines, view) * 2.0)
     q = np.clip(q - q.min(axis=0), 0, 2 ** 15 - 1).astype(np.int64)   # half pixels, 15 bits a coordinate
     key = ((q[:, 0] << 45) | (q[:, 1] << 30) | (q[:, 2] << 15) | q[:, 3])
     _, keep = np.unique(key, return_index=True)

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from gradviz.render.scene import GraphScene
 
 MIN_NODES = 20_000          # smaller graphs paint fast enough at any zoom
-MAX_SIDE = 4096             # the picture's longer side, pixels
+MAX_SIDE = 16384            # the picture's longer side, pixels (a slim graph: 16384 x 6)
 MAX_PIXELS = 8_000_000      # and its area (32 MB)
 MAX_LOD = 0.15              # never used where boxes are bigger than this on screen
 OVERVIEW_Z = -10.0
