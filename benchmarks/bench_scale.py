@@ -184,7 +184,8 @@ def fmt(r: dict) -> str:
     return f"{r['wall']:6.2f} s wall {r['cpu']:6.2f} s CPU {r['rss']:6.0f} MB"
 
 
-def gpt_section(runner: Runner, folder: Path, blocks: list[int], dot_limit: float) -> None:
+def gpt_section(runner: Runner, folder: Path, blocks: list[int], dot_limit: float,
+                against: Runner | None = None) -> None:
     print("\n== GPT stacks: export to SVG, whole process; torchviz + dot in the same run ==")
     tv = folder / "torchviz_export.py"
     tv.write_text(TORCHVIZ)
@@ -219,6 +220,11 @@ def gpt_section(runner: Runner, folder: Path, blocks: list[int], dot_limit: floa
         r = window_run(runner, folder, script, ["--no-meta"], f"w{n}.png")
         target = f"  target <= 2.5 s: {_on_screen_verdict(r, 2.5)}" if n == 200 else ""
         print(f"GPT-{n:<5} window {r['line']}{target}", flush=True)
+        if against is not None:       # the same whole-process command with the older checkout, same run
+            old = against([sys.executable, "-m", "gradviz", str(script), "--screenshot", str(folder / f"old{n}.png")])
+            ratio = (f" = {old['wall'] / r['wall']:.2f}x wall, {old['cpu'] / r['cpu']:.2f}x CPU faster now"
+                     if old.get("ok") and r.get("ok") else "")
+            print(f"GPT-{n:<5} window, --against checkout: whole process {fmt(old)}{ratio}", flush=True)
 
 
 def window_run(runner: Runner, folder: Path, script: Path, flags: list[str], png: str) -> dict:
@@ -335,6 +341,8 @@ def main() -> int:
                         choices=["gpt", "llama", "big", "frames"])
     parser.add_argument("--blocks", type=int, nargs="*", default=[12, 48, 100, 200])
     parser.add_argument("--dot-limit", type=float, default=600.0, help="seconds torchviz+dot may take per model")
+    parser.add_argument("--against", metavar="CHECKOUT", help="an older gradviz checkout (e.g. a git worktree of "
+                        "the commit an issue measured): its window on the same GPT stacks, in the same run")
     args = parser.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT), QT_QPA_PLATFORM="offscreen", OMP_NUM_THREADS="1")
     # pip compiles an installed package's bytecode; a checkout run with PYTHONDONTWRITEBYTECODE would
@@ -342,13 +350,18 @@ def main() -> int:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "gradviz")], env=env, check=True)
     runner = Runner(env)
+    against = None
+    if args.against:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(args.against) / "gradviz")], env=env,
+                       check=True)
+        against = Runner(dict(env, PYTHONPATH=str(Path(args.against).resolve())))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average at start: {load:.1f} on {os.cpu_count()} CPUs (OMP_NUM_THREADS=1 for both tools)")
     yard = runner([sys.executable, "-c", "import torch"])
     print(f"yardstick, a process importing torch: {fmt(yard)}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        sections = {"gpt": lambda: gpt_section(runner, folder, args.blocks, args.dot_limit),
+        sections = {"gpt": lambda: gpt_section(runner, folder, args.blocks, args.dot_limit, against),
                     "llama": lambda: llama_section(runner, folder), "big": lambda: big_section(runner, folder),
                     "frames": lambda: frames_section(runner, folder)}
         for name in args.only:
