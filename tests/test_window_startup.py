@@ -58,6 +58,7 @@ def test_training_started_makes_the_plots_and_fills_them(qtbot, window):
     panel.step()
     qtbot.waitUntil(lambda: len(panel.history) == 1 and "fc1.weight" in panel.plots.param_curves, timeout=60000)
     panel.plots.refresh(force=True)
-    assert panel.plots.points() == 1
-    window.select_nodes(["param:fc1.weight"])
-    assert panel.plots.highlighted == "fc1.weight"
+    assert panel.plots.points() == len(panel.history) == 1, (panel.plots.points(), len(panel.history))
+    window.select_nodes([])
+    window.select_nodes(["param:fc1.weight"])        # now the plots exist: the parameter's curves stand out
+    qtbot.waitUntil(lambda: panel.plots.highlighted == "fc1.weight", timeout=10000)
