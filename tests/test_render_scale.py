@@ -337,6 +337,7 @@ def test_a_dense_fan_is_filled_as_one_band_with_the_same_ink():
     lines = np.vstack([dense, sparse])
     area, view = QRectF(-5, -5, 910, 310), QTransform()
     bands, rest = fans(lines, area, view, 1.0)
+    rest = lines[rest]
     assert len(bands) == 1 and len(rest) < 50
     assert sparse.tolist() == [r for r in rest.tolist() if r[0] >= 600]
     images = []

@@ -56,9 +56,10 @@ def _dense(xs: np.ndarray, width: float) -> np.ndarray:
 
 def fans(lines: np.ndarray, area: QRectF, view: QTransform, width: float) -> tuple[list[QPolygonF], np.ndarray]:
     """Bands (scene polygons) covering the dense fans among ``lines`` (x0, y0, x1, y1, already cut
-    to ``area``) as strokes ``width`` device pixels wide would; and the lines left to stroke."""
+    to ``area``) as strokes ``width`` device pixels wide would; and the indices of the lines left
+    to stroke."""
     if not simple_view(view) or len(lines) < MIN_FAN or view.m22() <= 0:
-        return [], lines
+        return [], np.arange(len(lines))
     d = to_device(lines, view)
     top_y, bottom_y = area.top() * view.m22() + view.dy(), area.bottom() * view.m22() + view.dy()
     down = d[:, 1] <= d[:, 3]
@@ -82,4 +83,4 @@ def fans(lines: np.ndarray, area: QRectF, view: QTransform, width: float) -> tup
         bands.append(QPolygonF([QPointF(x, y) for x, y in outline]))
         banded[left_over[kept]] = True
         left_over = np.delete(left_over, kept)
-    return bands, lines[~banded]
+    return bands, np.flatnonzero(~banded)

@@ -78,8 +78,9 @@ def clip_curves(ends: np.ndarray, area: QRectF) -> np.ndarray:
     return np.column_stack(cols) if cols[0].size else np.empty((0, 8))
 
 
-def clip_lines(lines: np.ndarray, area: QRectF) -> np.ndarray:
-    """Straight segments (rows x0, y0, x1, y1) cut to ``area`` (Liang-Barsky); the ones outside dropped."""
+def clip_lines(lines: np.ndarray, area: QRectF) -> tuple[np.ndarray, np.ndarray]:
+    """Straight segments (rows x0, y0, x1, y1) cut to ``area`` (Liang-Barsky), the ones outside
+    dropped; and the row index of each one kept."""
     x0, y0, x1, y1 = lines.T
     dx, dy = x1 - x0, y1 - y0
     t0, t1 = np.zeros(len(lines)), np.ones(len(lines))
@@ -91,7 +92,7 @@ def clip_lines(lines: np.ndarray, area: QRectF) -> np.ndarray:
             t0 = np.where(p < 0, np.maximum(t0, t), t0)
             t1 = np.where(p > 0, np.minimum(t1, t), t1)
     keep &= t0 <= t1
-    return np.column_stack([x0 + t0 * dx, y0 + t0 * dy, x0 + t1 * dx, y0 + t1 * dy])[keep]
+    return np.column_stack([x0 + t0 * dx, y0 + t0 * dy, x0 + t1 * dx, y0 + t1 * dy])[keep], np.flatnonzero(keep)
 
 
 class LongEdges(Batch):
@@ -106,6 +107,7 @@ class LongEdges(Batch):
         rect = QRectF(lo_x, lo_y, float(max(x0.max(), x1.max())) - lo_x, float(max(y0.max(), y1.max())) - lo_y)
         super().__init__(scene, rect.adjusted(-2, -2, 2, 2))
         self.lines = lines
+        self._qlines: list[QLineF] | None = None     # the lines as Qt objects, made on first use
         # the curve stops short of the target, where the arrowhead is (edges.add_curve)
         self.curves = np.column_stack([x0, y0, x1, y1 - np.where(y1 > y0, arrow_len, -arrow_len)])
         self.setZValue(LONG_Z)
@@ -119,7 +121,16 @@ class LongEdges(Batch):
         area = visible_area(painter, option, sc.force_detail).adjusted(-margin, -margin, margin, margin)
         view = None if sc.force_detail else painter.worldTransform()
         if lod < SIMPLE_LOD and not sc.force_detail:
-            self._draw(painter, sc.pens["edge_hairline"], distinct(clip_lines(self.lines, area), view), area, view, 1.0)
+            # hairlines: Qt's cosmetic stroker clips whole lines cheaply, so the lines drawn are
+            # the edges' own (made once); the cut ones only decide which and where bands go
+            if self._qlines is None:
+                self._qlines = [QLineF(*row) for row in self.lines.tolist()]
+            cut, rows = clip_lines(self.lines, area)
+            keep = distinct(cut, view)
+            rows, cut = rows[keep], cut[keep]
+            rest = self._bands(painter, cut, area, view, 1.0, sc.pens["edge_hairline"].color())
+            painter.setPen(sc.pens["edge_hairline"])
+            painter.drawLines([self._qlines[k] for k in rows[rest].tolist()])
             return
         pen = QPen(sc.pens["edge"])
         if view is not None and pen.widthF() * lod > 1.0:
@@ -128,25 +139,30 @@ class LongEdges(Batch):
             # general path (seconds with antialiasing); exports keep the edge pen
             pen.setWidthF(0.999 / lod)
         lines, curves = self.shapes(area, view)
-        self._draw(painter, pen, lines, area, view, pen.widthF() * lod)
+        rest = self._bands(painter, lines, area, view, pen.widthF() * lod, pen.color())
+        painter.setPen(pen)
+        painter.drawLines([QLineF(*row) for row in lines[rest].tolist()])
         path = QPainterPath()
         for x0, y0, c1x, c1y, c2x, c2y, x1, y1 in curves.tolist():
             path.moveTo(x0, y0)
             path.cubicTo(c1x, c1y, c2x, c2y, x1, y1)
         painter.drawPath(path)
 
-    def _draw(self, painter: QPainter, pen: QPen, lines: np.ndarray, area: QRectF, view: QTransform | None,
-              width: float) -> None:
-        """Stroke ``lines`` with ``pen`` (``width`` device pixels wide), dense fans as filled bands."""
-        bands, lines = fans(lines, area, view, width) if view is not None else ([], lines)
+    @staticmethod
+    def _bands(painter: QPainter, lines: np.ndarray, area: QRectF, view: QTransform | None, width: float,
+               color) -> np.ndarray:
+        """Fill the dense fans among ``lines`` (``width`` device pixels wide) as bands; the indices
+        of the lines still to stroke."""
+        if view is None:
+            return np.arange(len(lines))
+        bands, rest = fans(lines, area, view, width)
         if bands:
             painter.setPen(Qt.NoPen)
-            painter.setBrush(pen.color())
+            painter.setBrush(color)
             for band in bands:
                 painter.drawPolygon(band)
             painter.setBrush(Qt.NoBrush)
-        painter.setPen(pen)
-        painter.drawLines([QLineF(*row) for row in lines.tolist()])
+        return rest
 
     def shapes(self, area: QRectF, view: QTransform | None) -> tuple[np.ndarray, np.ndarray]:
         """What the curves draw inside ``area`` under ``view`` (None: an export, every run a
@@ -154,7 +170,8 @@ class LongEdges(Batch):
         the others as cubics (x0, y0, c1x, c1y, c2x, c2y, x1, y1)."""
         runs = clip_curves(self.curves, area)
         flat = flat_runs(runs, view)
-        return distinct(runs[flat][:, [0, 1, 6, 7]], view), runs[~flat]
+        lines = runs[flat][:, [0, 1, 6, 7]]
+        return lines[distinct(lines, view)], runs[~flat]
 
 
 def flat_runs(runs: np.ndarray, view: QTransform | None) -> np.ndarray:
@@ -172,12 +189,13 @@ def flat_runs(runs: np.ndarray, view: QTransform | None) -> np.ndarray:
 
 
 def distinct(lines: np.ndarray, view: QTransform | None) -> np.ndarray:
-    """Lines (x0, y0, x1, y1) less those landing on the same device pixels as one kept (both ends
-    within half a pixel): a fan of thousands of edges draws the same ink with far fewer strokes."""
+    """Indices of ``lines`` (x0, y0, x1, y1) less those landing on the same device pixels as one
+    kept (both ends within half a pixel): a fan of thousands of edges draws the same ink with
+    far fewer strokes."""
     if not simple_view(view) or len(lines) < 2:
-        return lines
+        return np.arange(len(lines))
     q = np.round(to_device(lines, view) * 2.0)
     q = np.clip(q - q.min(axis=0), 0, 2 ** 15 - 1).astype(np.int64)   # half pixels, 15 bits a coordinate
     key = ((q[:, 0] << 45) | (q[:, 1] << 30) | (q[:, 2] << 15) | q[:, 3])
     _, keep = np.unique(key, return_index=True)
-    return lines[np.sort(keep)]
+    return np.sort(keep)
