@@ -93,7 +93,8 @@ def trace(source: Any, model: nn.Module | None = None, *, options: TraceOptions 
     ``.grad`` fields are left untouched. Wrap your forward in
     ``with gradviz.capture(model) as cap:`` and pass ``capture=cap`` to also get
     module paths and source lines. Options are ``TraceOptions`` fields, also
-    accepted as keywords (``trace(path, step=3)``, ``trace(path, meta=True)``).
+    accepted as keywords (``trace(path, step=3)``, ``trace(path, meta=True)``). A script's step runs
+    with all cores but one (``threads=0``: torch's setting as it is; ``core/trace_threads.py``).
     """
     return trace_run(source, model, options=options, capture=capture, **overrides).graph
 
