@@ -278,15 +278,20 @@ def paint(scene: GraphScene, lod: float, size=(600, 600)) -> np.ndarray:
     return np.frombuffer(image.constBits(), dtype=np.uint8).reshape(size[1], size[0], 4)[..., :3].astype(int).copy()
 
 
-def test_far_frames_show_the_overview_made_once(big, monkeypatch):
+@pytest.mark.parametrize("zoom_out", [0.7, 0.1])
+def test_far_frames_show_the_overview_made_once(big, monkeypatch, zoom_out):
+    """Painted at the power-of-two level at or above the screen's zoom (hairlines stay about a
+    pixel wide), once; the picture has the ink that painting the items has."""
     stats = render_items.PAINT_STATS
-    far = big.overview.lod * 0.5
+    far = big.overview.lod * zoom_out
     stats["simple_batches"] = 0
     first = paint(big, far)
     assert big.overview.renders == 1
     made = stats["simple_batches"]          # the batches painted into the picture, once
     second = paint(big, far)
     assert big.overview.renders == 1 and stats["simple_batches"] == made
+    level = int(np.log2(1 / zoom_out))
+    assert list(big.overview._levels) == [level]
     assert (first == second).all()
     # the picture says what painting the items says: ink in the same places (it is smoothed)
     monkeypatch.setattr(overview_module, "MIN_NODES", 10 ** 9)

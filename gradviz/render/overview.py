@@ -3,10 +3,10 @@
 At Fit a 100k-node graph is a few hundred pixels wide and every box is a fraction of a pixel,
 yet painting it draws 100k boxes, 150k edges and thousands of module frames (0.3-0.7 s a
 frame). Below ``lod`` (screen pixels per scene pixel), ``Overview`` paints a picture of the
-graph made once at that resolution (the same batches painting into an image), smoothly
-scaled down for lower zooms, and the batches skip painting. The picture is remade on the
-next such frame after anything it shows changes (colours, selection, highlight, text,
-theme). Exports never use it (``GraphScene.exporting``: full detail).
+graph (the same batches painting into an image, once per power-of-two zoom level visited)
+and the batches skip painting. The pictures are remade when next needed after anything they
+show changes (colours, highlight, theme; a selection outline is not drawn that far out).
+Exports never use them (``GraphScene.exporting``: full detail).
 """
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class Overview(QGraphicsItem):
         self._scene = scene
         self._rect = QRectF(rect)
         self.lod = lod
-        self._levels: list[QImage] = []      # the picture, then each half the size of the one before
+        self._levels: dict[int, QImage] = {}  # level k: the picture at self.lod / 2**k, made when needed
         self.renders = 0                     # how many times the picture was made (tests)
         self.painting = False                # True while the items paint into the picture
         self.setZValue(OVERVIEW_Z)
@@ -76,7 +76,7 @@ class Overview(QGraphicsItem):
     def invalidate(self) -> None:
         """What the picture shows changed: remake it when next needed."""
         if self._levels:
-            self._levels = []
+            self._levels = {}
             self.update()
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
@@ -88,32 +88,31 @@ class Overview(QGraphicsItem):
         self._scene.far_now = far
         if image is None:
             return
+        target = QRectF(self._rect)
+        # a graph thinner than a pixel on screen stays a pixel wide, as its hairline edges would
+        grow_x, grow_y = max(0.0, 1.0 / lod - target.width()), max(0.0, 1.0 / lod - target.height())
         painter.setRenderHint(QPainter.SmoothPixmapTransform, True)
-        painter.drawImage(self._rect, image)
+        painter.drawImage(target.adjusted(-grow_x / 2, -grow_y / 2, grow_x / 2, grow_y / 2), image)
 
     def _image_for(self, lod: float) -> QImage:
-        if not self._levels:
-            self._levels = [self._render()]
-        # the smallest level still at least as sharp as the screen
-        level = max(0, min(int(math.log2(self.lod / max(lod, 1e-12))), 12))
-        while len(self._levels) <= level:
-            last = self._levels[-1]
-            if last.width() < 4 or last.height() < 4:
-                break
-            self._levels.append(last.scaled(max(1, last.width() // 2), max(1, last.height() // 2),
-                                            Qt.IgnoreAspectRatio, Qt.SmoothTransformation))
-        return self._levels[min(level, len(self._levels) - 1)]
+        """The picture at the level for ``lod``: painted at ``self.lod / 2**k``, the closest
+        resolution at or above the screen's, so it is drawn at 1/2 to 1 of its size and hairlines
+        stay near a pixel wide (a picture scaled down further fades them)."""
+        level = max(0, min(int(math.log2(self.lod / max(lod, 1e-12))), 24))
+        if level not in self._levels:
+            self._levels[level] = self._render(self.lod / 2 ** level)
+        return self._levels[level]
 
-    def _render(self) -> QImage:
+    def _render(self, lod: float) -> QImage:
         """Paint the graph's own items (frames, edges, boxes; not the marks drawn over them) into
-        a picture ``lod`` pixels per scene pixel, as a view at that zoom would."""
+        a picture ``lod`` pixels per scene pixel, as the window's view at that zoom would (no
+        antialiasing that far out)."""
         sc = self._scene
-        w = max(1, math.ceil(self._rect.width() * self.lod))
-        h = max(1, math.ceil(self._rect.height() * self.lod))
+        w = max(1, math.ceil(self._rect.width() * lod))
+        h = max(1, math.ceil(self._rect.height() * lod))
         image = QImage(w, h, QImage.Format_ARGB32_Premultiplied)
         image.fill(sc.theme.color("background"))
         painter = QPainter(image)
-        painter.setRenderHint(QPainter.Antialiasing, True)
         view = QTransform.fromScale(w / self._rect.width(), h / self._rect.height())
         view.translate(-self._rect.left(), -self._rect.top())
         option = QStyleOptionGraphicsItem()
