@@ -89,3 +89,15 @@ def test_threads_option_checked_and_policy():
     with trace_threads(None):
         assert torch.get_num_threads() == min(before, training_threads())
     assert torch.get_num_threads() == before
+
+
+def test_details_replay_runs_with_the_traces_thread_count(tmp_path, threads):
+    from gradviz.core.details import node_details
+
+    path = tmp_path / "net.py"
+    path.write_text(SCRIPT.format(fail="", log=str(tmp_path / "threads.log")))
+    g = gradviz.trace(path, details="norms")
+    got = node_details(g, ["param:lin.weight"])
+    assert got["param:lin.weight"]["grad_norm"] == pytest.approx(g.nodes["param:lin.weight"]["grad_norm"])
+    assert _seen(path) == [min(training_threads(), 2)] * 2      # the trace, then the replay
+    assert torch.get_num_threads() == 2

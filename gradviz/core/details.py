@@ -20,6 +20,7 @@ from gradviz.core import stats as gstats
 from gradviz.core.errors import GradvizError
 from gradviz.core.script import ModelScript, error_from_exception, load_script
 from gradviz.core.trace import TraceOptions, input_names, prepare
+from gradviz.core.trace_threads import trace_threads
 from gradviz.core.walk import _saved_names, is_leaf, node_ids_for, walk
 
 
@@ -39,6 +40,13 @@ def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
     ``graph`` is the traced graph (its script, step and node count identify the replay);
     ``script`` a loaded ``ModelScript`` or a path (default: the graph's own script).
     """
+    options = options or options_of(graph)
+    # the trace's thread count (core/trace_threads.py): the replay's gradients are the traced ones to the bit
+    with trace_threads(options.threads):
+        return _replay(graph, node_ids, script, options)
+
+
+def _replay(graph: nx.DiGraph, node_ids: Iterable[str], script: Any, options: TraceOptions) -> dict[str, dict]:
     # over 60 lines: one replay (rebuild, check it is the same graph, hook, backward, read) whose steps share
     # the replay's autograd nodes, which must not outlive the call
     if graph.graph.get("meta"):
@@ -50,7 +58,6 @@ def node_details(graph: nx.DiGraph, node_ids: Iterable[str], script: Any = None,
     if not wanted:
         return {}
     ms = source if isinstance(source, ModelScript) else load_script(source)
-    options = options or options_of(graph)
     p = prepare(ms, options)
     nodes, _ = walk([p.loss.grad_fn])
     params = sharding.param_names(p.model)      # FSDP2's unsharded parameters too
