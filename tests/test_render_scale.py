@@ -11,7 +11,7 @@ from gradviz.core.trace import trace
 
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt  # noqa: E402
 from PySide6.QtGui import QImage, QPainter, QPainterPath, QTransform  # noqa: E402
-from PySide6.QtWidgets import QGraphicsView  # noqa: E402
+from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsView  # noqa: E402
 
 from gradviz.render.edges import LONG, EdgeBatch  # noqa: E402
 from gradviz.render.frame_bands import BAND  # noqa: E402
@@ -362,3 +362,42 @@ def test_a_dense_fan_is_filled_as_one_band_with_the_same_ink():
         images.append(np.frombuffer(image.constBits(), dtype=np.uint8).reshape(300, 900, 4)[..., 0].copy() < 128)
     assert images[1].sum() > 10000
     assert (images[0] ^ images[1]).sum() < 0.01 * images[1].sum()
+
+
+def test_a_highlighted_fan_strokes_only_what_is_near_the_view(scene, unrolled):
+    """Selecting a parameter used at every step highlights edges as tall as the graph: on screen
+    only their runs in view are stroked, with the same ink as stroking the whole path."""
+    from gradviz.render.clipped_paths import ClippedPathItem
+
+    graph, layout = unrolled
+    param = max((n for n in graph if str(n).startswith("param:")), key=graph.out_degree)
+    edges = list(graph.out_edges(param))
+    scene.highlight([param] + [v for _, v in edges], edges)
+    item = scene.marks_layer.paths["highlight"]
+    assert isinstance(item, ClippedPathItem)
+    short, ends = item._split()
+    assert len(short) + len(ends) == len(edges) and len(ends) > len(edges) // 2
+    x0, y0, x1, y1 = ends[len(ends) // 2]          # the middle of a long edge: runs of others pass by
+    area = QRectF((x0 + x1) / 2 - 700, (y0 + y1) / 2 - 450, 1400, 900)
+    assert 0 < item.visible_runs(area) < len(edges)
+    plain = QGraphicsPathItem(item.path())           # what Qt's own path item strokes: all of it
+    plain.setPen(item.pen())
+    plain.setZValue(item.zValue())
+    scene.addItem(plain)
+    images = []
+    for shown, hidden in ((item, plain), (plain, item)):
+        shown.setVisible(True)
+        hidden.setVisible(False)
+        image = QImage(700, 450, QImage.Format_ARGB32_Premultiplied)
+        image.fill(0xFFFFFFFF)
+        painter = QPainter(image)
+        scene.render(painter, QRectF(0, 0, 700, 450), QRectF(area.center().x() - 350, area.center().y() - 225, 700, 450))
+        painter.end()
+        px = np.frombuffer(image.constBits(), dtype=np.uint8).reshape(450, 700, 4)
+        images.append((px[..., 0].astype(int) > 200) & (px[..., 2].astype(int) < 150))   # the accent's blue
+    scene.removeItem(plain)
+    item.setVisible(True)
+    view, export = images
+    assert export.sum() > 100
+    assert (view & _grown(export)).sum() >= 0.98 * view.sum()
+    assert (export & _grown(view)).sum() >= 0.9 * export.sum()

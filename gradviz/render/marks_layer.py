@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
 from gradviz.core.marks import Marks
 from gradviz.render import style
+from gradviz.render.clipped_paths import ClippedPathItem
 from gradviz.render.edges import edge_path
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ class MarkLayer:
             self.scene.removeItem(old)
         if path is None:
             return
-        item = QGraphicsPathItem(path)
+        item = ClippedPathItem(path)     # strokes only what is near the view (100k-node graphs)
         item.setData(0, name)
         item.setPen(self._pen(name))
         item.setZValue(z)
