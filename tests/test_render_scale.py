@@ -401,3 +401,30 @@ def test_a_highlighted_fan_strokes_only_what_is_near_the_view(scene, unrolled):
     assert export.sum() > 100
     assert (view & _grown(export)).sum() >= 0.98 * view.sum()
     assert (export & _grown(view)).sum() >= 0.9 * export.sum()
+
+
+def test_the_frames_item_lives_as_long_as_the_scene_even_after_parent_item(qtbot):
+    """The scene keeps a reference to its frames' one item (svg_stream's engineer saw PySide6 6.11 free
+    a Python-made top-level item only the scene held after parentItem(); not reproduced by this
+    sequence, which checks the item stays and is replaced, never doubled, with a new graph)."""
+    import gc
+
+    from gradviz.core.trace import trace
+    from gradviz.render.frames import FrameItem
+    from gradviz.render.scene import GraphScene
+    from gradviz.render.style import layout_graph
+
+    from test_app_support import MLP
+
+    graph = trace(str(MLP), details="norms")
+    scene = GraphScene()
+    scene.set_graph(graph, layout_graph(graph))
+    frames = [i for i in scene.items() if isinstance(i, FrameItem)]
+    assert len(frames) == 1 and frames[0] is scene.frame_item
+    for item in scene.items():
+        item.parentItem()
+    del frames
+    gc.collect()
+    assert [i for i in scene.items() if isinstance(i, FrameItem)] == [scene.frame_item]
+    scene.set_graph(graph, layout_graph(graph))          # a new graph: one frames item, the new one
+    assert [i for i in scene.items() if isinstance(i, FrameItem)] == [scene.frame_item]

@@ -80,6 +80,7 @@ class GraphScene(QGraphicsScene):
         self._lines: list[tuple[str, str]] = []
         self._elided: dict[int, tuple[str, str]] = {}
         self.items_by_id: dict[str, NodeItem] = {}   # made on first use (node_item)
+        self.frame_item: FrameItem | None = None     # the module frames' one item (set_graph)
         self.hits = BoxIndex([])
         self.node_batches: list[NodeBatch] = []
         self.batch_of: list[NodeBatch] = []
@@ -155,8 +156,9 @@ class GraphScene(QGraphicsScene):
         bounds = build_node_batches(self)
         build_edges(self, graph, layout)
         self.frames = build_frames(graph, self.index, self.rects)
-        if self.frames:
-            self.addItem(FrameItem(self, self.frames))
+        if self.frames:     # the item kept: PySide6 6.11 frees an item only a scene holds on parentItem()
+            self.frame_item = FrameItem(self, self.frames)
+            self.addItem(self.frame_item)
             for frame in self.frames:
                 bounds = bounds.united(frame.path.boundingRect())
         bounds = bounds.united(decorate(self, graph))      # the failing call's error note
