@@ -178,6 +178,8 @@ class ForwardCapture(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         # called for every torch call of the forward (25,000 times for a 200-block GPT): what depends only
         # on ``func`` is looked up once (``_func_info``), and calls without an output grad_fn end early
+        if compiling():       # before the cache: dynamo would guard on its size (torch 2.6: a failed guard)
+            return func(*args, **kwargs) if kwargs else func(*args)
         try:
             name, cut, drops = _FUNC_INFO[func]
         except (KeyError, TypeError):     # not seen yet (or not hashable)
