@@ -256,13 +256,9 @@ def _on_screen(r: dict) -> dict:
 
 
 def _on_screen_verdict(r: dict, seconds: float, mb: float = float("inf")) -> str:
-    if not r.get("ok") or r.get("on_screen") is None:
+    if r.get("on_screen") is None:
         return "failed"
-    if r["rss"] > mb:
-        return f"missed (peak {r['rss']:.0f} MB)"
-    if r["on_screen"] <= seconds:
-        return "met"
-    return "met on CPU time (wall over: the machine is busy)" if r["on_screen_cpu"] <= seconds else "missed"
+    return _verdict(r, seconds, mb, wall="on_screen", cpu="on_screen_cpu")
 
 
 def _nodes(text: str) -> int:
@@ -298,16 +294,17 @@ def _over(r: dict, base: dict) -> str:
             f"(+{r['cpu'] - base['cpu']:.2f} s CPU)")
 
 
-def _verdict(r: dict, seconds: float, mb: float) -> str:
+def _verdict(r: dict, seconds: float, mb: float, wall: str = "wall", cpu: str = "cpu") -> str:
     """Wall time can be judged only on a quiet machine; there a single-threaded process takes about its
-    CPU seconds, so on a busy one the CPU seconds are judged too (and said to be)."""
+    CPU seconds, so on a busy one the CPU seconds are judged too (and said to be). ``wall``/``cpu``: the
+    keys of ``r`` judged (the whole process, or the graph-on-screen moment)."""
     if not r.get("ok"):
         return "failed"
     if r["rss"] > mb:
         return f"missed (peak {r['rss']:.0f} MB)"
-    if r["wall"] <= seconds:
+    if r[wall] <= seconds:
         return "met"
-    return "met on CPU time (wall over: the machine is busy)" if r["cpu"] <= seconds else "missed"
+    return "met on CPU time (wall over: the machine is busy)" if r[cpu] <= seconds else "missed"
 
 
 def big_scripts(folder: Path) -> dict[str, Path]:
