@@ -51,3 +51,28 @@ def test_the_window_holds_the_guard_until_shutdown(qtbot):
     win.shutdown()
     win.shutdown()                                  # twice is fine
     assert gc.isenabled() == was
+
+
+def test_the_gui_thread_collector_waits_while_a_trace_asks_for_a_pause(qtbot):
+    import weakref
+
+    from gradviz.app.gc_guard import GuiThreadCollector
+    from gradviz.core.gc_pause import gc_paused
+
+    collector = GuiThreadCollector()
+    collector.start()
+    try:
+        gc.collect()
+        with gc_paused():
+            probe = _Cycle()
+            ref = weakref.ref(probe)
+            del probe
+            for _ in range(2000):     # past the gen-0 threshold
+                _Cycle()
+            before = list(collector.collections)
+            collector.check()
+            assert collector.collections == before and ref() is not None   # nothing collected
+        collector.check()                               # the pause over: the timer's next tick collects
+        assert sum(collector.collections) > sum(before) and ref() is None
+    finally:
+        collector.stop()

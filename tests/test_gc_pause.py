@@ -5,7 +5,9 @@ import gc
 from pathlib import Path
 
 import gradviz
-from gradviz.core.gc_pause import GC_PAUSED, gc_paused
+import threading
+
+from gradviz.core.gc_pause import GC_HELD_WHILE_STARTING, GC_PAUSED, gc_paused, hold_while_starting, pause_requested, started
 from gradviz.core.process_patches import PATCHES
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -40,3 +42,72 @@ def test_a_trace_leaves_the_collector_on():
     gradviz.trace(SCRIPTS / "tiny_linear.py")
     seen.append(gc.isenabled())
     assert seen == [True]
+
+
+def test_start_up_hold_freezes_what_exists_and_turns_collection_back_on():
+    assert gc.isenabled()
+    before = gc.get_freeze_count()
+    hold_while_starting()
+    try:
+        assert not gc.isenabled() and GC_HELD_WHILE_STARTING.installed
+        kept = [object() for _ in range(10)], {"a": [1]}
+        started()
+        assert gc.isenabled() and not GC_HELD_WHILE_STARTING.installed
+        assert gc.get_freeze_count() > before and kept
+        frozen = gc.get_freeze_count()
+        started()                                     # a second end of start-up changes nothing
+        assert gc.isenabled() and gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+        gc.enable()
+    assert PATCHES["gc-held-while-starting"] is GC_HELD_WHILE_STARTING
+
+
+def test_without_a_hold_started_does_nothing_and_a_hold_on_a_disabled_collector_is_not_taken():
+    before = gc.get_freeze_count()
+    started()
+    assert gc.isenabled() and gc.get_freeze_count() == before
+    gc.disable()       # someone else owns collection
+    try:
+        hold_while_starting()
+        assert not GC_HELD_WHILE_STARTING.installed
+        started()
+        assert not gc.isenabled() and gc.get_freeze_count() == before
+    finally:
+        gc.enable()
+
+
+def test_a_pause_ends_the_start_up_hold_first():
+    before = gc.get_freeze_count()
+    hold_while_starting()
+    try:
+        with gc_paused():
+            assert not gc.isenabled() and GC_PAUSED.installed and not GC_HELD_WHILE_STARTING.installed
+            assert gc.get_freeze_count() > before
+        assert gc.isenabled()
+    finally:
+        gc.unfreeze()
+
+
+def test_pause_requested_while_any_thread_is_inside_a_pause():
+    assert not pause_requested()
+    inside, leave = threading.Event(), threading.Event()
+
+    def worker():
+        with gc_paused():
+            inside.set()
+            leave.wait(5)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        assert inside.wait(5)
+        assert pause_requested()
+        gc.disable()                     # the window's case: already off, the request still counts
+        with gc_paused():
+            assert pause_requested()
+        gc.enable()
+    finally:
+        leave.set()
+        t.join()
+    assert not pause_requested()

@@ -19,6 +19,7 @@ import time
 
 from PySide6.QtCore import QObject, QTimer
 
+from gradviz.core.gc_pause import pause_requested
 from gradviz.core.process_patches import GC_IN_GUI_THREAD
 
 __all__ = ["GuiThreadCollector"]
@@ -26,6 +27,8 @@ __all__ = ["GuiThreadCollector"]
 INTERVAL_MS = 250
 MAX_WAIT_S = 2.0
 FULL_EVERY_S = 60.0      # a full collection stalls the window (~150 ms with torch loaded)
+# while a trace asks for a pause (core/gc_pause.py), only this many net allocations make the timer collect
+PAUSED_CEILING = 200_000
 
 
 class GuiThreadCollector(QObject):
@@ -68,6 +71,8 @@ class GuiThreadCollector(QObject):
         and the youngest at least every ``MAX_WAIT_S``: the counts are net of frees, so a
         few cycles of garbage could otherwise wait for a long time (cheap: milliseconds)."""
         counts, thresholds = gc.get_count(), gc.get_threshold()
+        if pause_requested() and counts[0] < PAUSED_CEILING:
+            return      # a trace's objects all stay alive: scanning them only slows it (as gradviz export does)
         now = time.monotonic()
         # Python too defers full collections (its long-lived ratio rule): here, to once a minute
         oldest = 2 if now - self._last_full >= FULL_EVERY_S else 1

@@ -101,7 +101,9 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
 
     from gradviz.app.error_panel import ExceptHook
     from gradviz.app.main_window import MainWindow
+    from gradviz.core.gc_pause import started
 
+    started()      # torch, Qt and the window's modules are in: freeze them (the window then collects itself)
     window = MainWindow()
     window.session.meta = meta
     log_first_graph(window)

@@ -92,12 +92,20 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``gradviz`` command. Called as the process's entry (``argv`` None), it also skips the
-    interpreter's last garbage collection (see ``_skip_final_collection``)."""
-    code = _main(argv)
+    """The ``gradviz`` command. Called as the process's entry (``argv`` None), it also holds the
+    cycle collector while gradviz starts (``core/gc_pause.py``) and skips the interpreter's last
+    garbage collection (see ``_skip_final_collection``)."""
     if argv is None:
+        from gradviz.core.gc_pause import hold_while_starting, started
+
+        hold_while_starting()
+        try:
+            code = _main(argv)
+        finally:
+            started()       # a no-op when the window, a trace or the user's script ended the hold
         _skip_final_collection()
-    return code
+        return code
+    return _main(argv)
 
 
 def _skip_final_collection() -> None:

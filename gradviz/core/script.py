@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from gradviz.core.errors import GradvizError
+from gradviz.core.gc_pause import started as gc_started
 from gradviz.core.interrupts import Stopped, describe_exception, script_starting
 from gradviz.core.locations import is_user_file, user_frame_of  # noqa: F401 - re-exported (capture, diagnosis)
 
@@ -284,6 +285,7 @@ def load_script(path: str | os.PathLike) -> ModelScript:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
     script_starting()           # the CLI's --timeout starts counting here
+    gc_started()                # the user's code never runs with the collector held (core/gc_pause.py)
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:  # SystemExit in a script is also a failed import
