@@ -337,6 +337,87 @@ def test_near_frames_and_exports_never_use_the_overview(big):
     assert big.overview.renders == 0 and not big.far_now
 
 
+# -- the overview picture made a slice per frame (a view's paint events) -----------------------
+
+def _view_on(scene: GraphScene, lod: float, qtbot) -> QGraphicsView:
+    view = QGraphicsView(scene)
+    qtbot.addWidget(view)
+    view.resize(500, 500)
+    view.scale(lod, lod)
+    view.centerOn(scene.rects[len(scene.ids) // 2].center())   # on a box: the graph's centre may hold only edges
+    view.show()
+    return view
+
+
+def _frame(view: QGraphicsView) -> np.ndarray:
+    """One paint event of the view (as on screen: ``widget`` is the viewport), as pixels."""
+    image = view.viewport().grab().toImage().convertToFormat(QImage.Format_RGB32)
+    return np.frombuffer(image.constBits(), dtype=np.uint8).reshape(image.height(), image.width(), 4)[..., :3].copy()
+
+
+def test_a_views_frames_make_the_picture_a_slice_at_a_time_and_ask_for_the_next(big, monkeypatch, qtbot):
+    monkeypatch.setattr(overview_module, "SLICE_S", 1e-6)       # one part per frame
+    monkeypatch.setattr(overview_module, "FIRST_BAND_ROWS", 4)
+    view = _view_on(big, big.overview.lod * 0.9, qtbot)
+    _frame(view)
+    assert big.overview.renders == 0 and big.overview._levels      # begun, not finished
+    parts = sum(layer.pos > 0 for layer in big.overview._levels[0].layers)
+    assert parts >= 1
+    # nothing else happens, yet the frames go on (each asks for the next) until it is finished
+    qtbot.waitUntil(lambda: big.overview.renders == 1, timeout=20000)
+    assert big.overview.complete(0)
+    # what it made equals the picture made at once (outside a view's frame)
+    monkeypatch.setattr(overview_module, "SLICE_S", 0.015)
+    at_once = GraphScene()
+    at_once.set_graph(big.graph, big.layout)
+    paint(at_once, big.overview.lod * 0.9)
+    a = _pixels(big.overview._shown[0].image)
+    b = _pixels(at_once.overview._shown[0].image)
+    assert a.shape == b.shape
+    ink_a, ink_b = a.sum(-1) < 740, b.sum(-1) < 740
+    assert ink_b.sum() > 1000
+    assert (ink_a & _grown(ink_b)).sum() >= 0.99 * ink_a.sum()
+    assert (ink_b & _grown(ink_a)).sum() >= 0.99 * ink_b.sum()
+
+
+def _pixels(image: QImage) -> np.ndarray:
+    image = image.convertToFormat(QImage.Format_RGB32)
+    return np.frombuffer(image.constBits(), dtype=np.uint8).reshape(image.height(), image.width(), 4)[..., :3].astype(int).copy()
+
+
+def test_while_a_picture_is_remade_the_view_shows_the_last_finished_one(big, monkeypatch, qtbot):
+    view = _view_on(big, big.overview.lod * 0.9, qtbot)
+    before = _frame(view)
+    assert big.overview.renders == 1                  # a normal slice finishes this small graph at once
+    monkeypatch.setattr(overview_module, "SLICE_S", 1e-6)
+    monkeypatch.setattr(overview_module, "FIRST_BAND_ROWS", 1)
+    big.set_norms({nid: 10.0 ** (k % 7 - 3) for k, nid in enumerate(big.ids)}, step=3)   # new colours everywhere
+    during = _frame(view)
+    assert not big.overview.complete(0)
+    assert (during == before).all()                   # the old picture, whole: never a half-made one
+    qtbot.waitUntil(lambda: big.overview.complete(0), timeout=20000)
+    after = _frame(view)
+    assert (after != before).any(axis=-1).sum() > 100  # and then the new colours
+
+
+def test_a_grab_finishes_the_picture_in_its_frame(big, monkeypatch, qtbot):
+    monkeypatch.setattr(overview_module, "SLICE_S", 1e-6)
+    view = _view_on(big, big.overview.lod * 0.9, qtbot)
+    with big.finishing():
+        _frame(view)
+    assert big.overview.renders == 1 and big.overview.complete(0)
+
+
+def test_a_frame_asked_for_by_a_dropped_picture_does_nothing(big, monkeypatch, qtbot):
+    monkeypatch.setattr(overview_module, "SLICE_S", 1e-6)
+    view = _view_on(big, big.overview.lod * 0.9, qtbot)
+    _frame(view)
+    assert big.overview.renders == 0
+    big.set_graph(big.graph, big.layout)          # the old overview item is gone with its scene's items
+    qtbot.wait(50)                                # its pending frame request runs: no error (pytest-qt would fail)
+    assert big.overview.renders == 0
+
+
 def test_a_dense_fan_is_filled_as_one_band_with_the_same_ink():
     """Thousands of long edges a fraction of a pixel apart: one filled band instead of strokes,
     covering the same pixels (within the antialiased rim); sparse lines stay lines."""

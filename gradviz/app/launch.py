@@ -165,8 +165,10 @@ def _screenshot(app, window, path: Path | None, out: str, hook, note: str | None
     def shoot() -> None:
         try:
             app.processEvents()
-            window.repaint()
-            save_atomically(window.grab().toImage(), out)
+            with window.scene.finishing():   # a big graph's far picture whole, not its first bands
+                window.repaint()
+                image = window.grab().toImage()
+            save_atomically(image, out)
         except Exception as exc:  # noqa: BLE001
             finish(1, f"screenshot failed: {exc}")
             return

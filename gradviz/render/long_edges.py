@@ -107,7 +107,7 @@ class LongEdges(Batch):
         rect = QRectF(lo_x, lo_y, float(max(x0.max(), x1.max())) - lo_x, float(max(y0.max(), y1.max())) - lo_y)
         super().__init__(scene, rect.adjusted(-2, -2, 2, 2))
         self.lines = lines
-        self._qlines: list[QLineF] | None = None     # the lines as Qt objects, made on first use
+        self._qlines: list[QLineF | None] | None = None     # the lines as Qt objects, each made on first use
         # the curve stops short of the target, where the arrowhead is (edges.add_curve)
         self.curves = np.column_stack([x0, y0, x1, y1 - np.where(y1 > y0, arrow_len, -arrow_len)])
         self.setZValue(LONG_Z)
@@ -121,16 +121,7 @@ class LongEdges(Batch):
         area = visible_area(painter, option, sc.force_detail).adjusted(-margin, -margin, margin, margin)
         view = None if sc.force_detail else painter.worldTransform()
         if lod < SIMPLE_LOD and not sc.force_detail:
-            # hairlines: Qt's cosmetic stroker clips whole lines cheaply, so the lines drawn are
-            # the edges' own (made once); the cut ones only decide which and where bands go
-            if self._qlines is None:
-                self._qlines = [QLineF(*row) for row in self.lines.tolist()]
-            cut, rows = clip_lines(self.lines, area)
-            keep = distinct(cut, view)
-            rows, cut = rows[keep], cut[keep]
-            rest = self._bands(painter, cut, area, view, 1.0, sc.pens["edge_hairline"].color())
-            painter.setPen(sc.pens["edge_hairline"])
-            painter.drawLines([self._qlines[k] for k in rows[rest].tolist()])
+            self._hairlines(painter, area, view)
             return
         pen = QPen(sc.pens["edge"])
         if view is not None and pen.widthF() * lod > 1.0:
@@ -147,6 +138,37 @@ class LongEdges(Batch):
             path.moveTo(x0, y0)
             path.cubicTo(c1x, c1y, c2x, c2y, x1, y1)
         painter.drawPath(path)
+
+    def paint_lines(self, painter: QPainter, rows: np.ndarray) -> None:
+        """Edges ``rows`` only, as hairlines over the whole item (the overview picture paints
+        the long edges a part at a time: their strokes run the whole graph's height)."""
+        self.begin_edges(painter)
+        self._hairlines(painter, self.boundingRect(), painter.worldTransform(), rows)
+
+    def _hairlines(self, painter: QPainter, area: QRectF, view: QTransform, among: np.ndarray | None = None) -> None:
+        # Qt's cosmetic stroker clips whole lines cheaply, so the lines drawn are the edges' own
+        # (made once); the cut ones only decide which and where bands go
+        cut, rows = clip_lines(self.lines if among is None else self.lines[among], area)
+        if among is not None:
+            rows = among[rows]
+        keep = distinct(cut, view)
+        rows, cut = rows[keep], cut[keep]
+        rest = self._bands(painter, cut, area, view, 1.0, self._scene.pens["edge_hairline"].color())
+        painter.setPen(self._scene.pens["edge_hairline"])
+        painter.drawLines(self._lines_at(rows[rest]))
+
+    def _lines_at(self, rows: np.ndarray) -> list[QLineF]:
+        """The edges ``rows`` as Qt lines, made once each (a first far frame, or one band of the
+        overview picture, makes only the ones it draws: all 100k took 60 ms)."""
+        if self._qlines is None:
+            self._qlines = [None] * len(self.lines)
+            self._made = np.zeros(len(self.lines), dtype=bool)
+        qlines = self._qlines
+        todo = rows[~self._made[rows]]
+        for k, row in zip(todo.tolist(), self.lines[todo].tolist()):
+            qlines[k] = QLineF(*row)
+        self._made[todo] = True
+        return [qlines[k] for k in rows.tolist()]
 
     @staticmethod
     def _bands(painter: QPainter, lines: np.ndarray, area: QRectF, view: QTransform | None, width: float,

@@ -7,18 +7,28 @@ graph (the same batches painting into an image, once per power-of-two zoom level
 and the batches skip painting. The pictures are remade when next needed after anything they
 show changes (colours, highlight, theme; a selection outline is not drawn that far out).
 Exports never use them (``GraphScene.exporting``: full detail).
+
+Making a picture takes 0.2-1 s on a 100k-node graph, too long for one frame. In a view's
+frame it is made in bands of rows, ``SLICE_S`` of work per frame, each frame asking for the
+next: until it is done the view shows the last finished picture of that level (older
+colours, replaced within the second), else the nearest finished level, else the bands made so
+far. Paintings outside a view's frame (the overview map, a grab, tests) finish it at once.
 """
 from __future__ import annotations
 
 import math
+import time
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QRectF, Qt
+import numpy as np
+import shiboken6
+from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QImage, QPainter, QPainterPath, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from gradviz.render.frames import FrameItem
 from gradviz.render.items import Batch, lod_of
+from gradviz.render.long_edges import LongEdges
 
 if TYPE_CHECKING:
     from gradviz.render.scene import GraphScene
@@ -28,6 +38,9 @@ MAX_SIDE = 16384            # the picture's longer side, pixels (a slim graph: 1
 MAX_PIXELS = 8_000_000      # and its area (32 MB)
 MAX_LOD = 0.15              # never used where boxes are bigger than this on screen
 OVERVIEW_Z = -10.0
+SLICE_S = 0.015             # picture-making per view frame, seconds (a far frame is ~15 ms more: under 50 ms)
+FIRST_BAND_ROWS = 16        # rows of the first band; later bands sized to about a third of a slice
+FIRST_LINES = 2000          # long edges in the first part; later parts sized the same way
 
 
 def overview_lod(rect: QRectF, nodes: int) -> float:
@@ -57,9 +70,13 @@ class Overview(QGraphicsItem):
         self._scene = scene
         self._rect = QRectF(rect)
         self.lod = lod
-        self._levels: dict[int, QImage] = {}  # level k: the picture at self.lod / 2**k, made when needed
-        self.renders = 0                     # how many times the picture was made (tests)
+        self._levels: dict[int, _Picture] = {}  # level k: the picture at self.lod / 2**k, made when needed
+        self._shown: dict[int, _Picture] = {}   # level k: its last finished picture (shown while the next is made)
+        self._generation = 0                    # bumped when what the pictures show changes
+        self.renders = 0                     # how many pictures were finished (tests)
         self.painting = False                # True while the items paint into the picture
+        self._plan: list[tuple] | None = None  # the items to paint, in layers (made once: they do not change)
+        self._asked = False                  # a frame is already asked for to go on making a picture
         self.setZValue(OVERVIEW_Z)
         self.setAcceptedMouseButtons(Qt.NoButton)
 
@@ -74,17 +91,24 @@ class Overview(QGraphicsItem):
         return lod <= self.lod and not self.painting and not self._scene.force_detail
 
     def invalidate(self) -> None:
-        """What the picture shows changed: remake it when next needed."""
+        """What the picture shows changed: remake it when next needed (the old one is shown until then)."""
+        self._generation += 1
         if self._levels:
-            self._levels = {}
             self.update()
+
+    def complete(self, level: int) -> bool:
+        """Whether level ``level``'s picture is made and shows the scene as it is now."""
+        pic = self._shown.get(level)
+        return pic is not None and pic.generation == self._generation
 
     def paint(self, painter: QPainter, option: QStyleOptionGraphicsItem, widget=None) -> None:
         # painted first in every frame that paints any of the graph (lowest z, covers it all):
         # tells the items whether this frame is far (scene.far_now) so they need not ask
         lod = lod_of(painter)
         far = self.covers(lod)
-        image = self._image_for(lod) if far else None     # may paint the items into the picture first
+        # a view's frame makes pictures a slice at a time; any other painting finishes them
+        in_frame = widget is not None and not self._scene.whole_pictures
+        image = self._image_for(lod, SLICE_S if in_frame else math.inf) if far else None
         self._scene.far_now = far
         if image is None:
             return
@@ -94,39 +118,145 @@ class Overview(QGraphicsItem):
         painter.setRenderHint(QPainter.SmoothPixmapTransform, True)
         painter.drawImage(target.adjusted(-grow_x / 2, -grow_y / 2, grow_x / 2, grow_y / 2), image)
 
-    def _image_for(self, lod: float) -> QImage:
+    def _image_for(self, lod: float, budget: float) -> QImage:
         """The picture at the level for ``lod``: painted at ``self.lod / 2**k``, the closest
         resolution at or above the screen's, so it is drawn at 1/2 to 1 of its size and hairlines
-        stay near a pixel wide (a picture scaled down further fades them)."""
+        stay near a pixel wide (a picture scaled down further fades them). Made or remade for
+        ``budget`` seconds; what to show meanwhile is the module's docstring."""
         level = max(0, min(int(math.log2(self.lod / max(lod, 1e-12))), 24))
-        if level not in self._levels:
-            self._levels[level] = self._render(self.lod / 2 ** level)
-        return self._levels[level]
+        pic = self._levels.get(level)
+        if pic is None or (pic.done and pic.generation != self._generation):
+            pic = self._levels[level] = _Picture(self._scene, self._rect, self.lod / 2 ** level, self._generation,
+                                                 self._layers())
+        if not pic.done:
+            self.painting, self._scene.far_now = True, False
+            try:
+                pic.advance(budget)
+            finally:
+                self.painting = False
+            if pic.done:
+                self._shown[level] = pic
+                self.renders += 1
+        if not pic.done or pic.generation != self._generation:
+            self._ask_for_a_frame()
+        if level in self._shown:
+            return self._shown[level].image
+        if self._shown:      # the nearest finished level, scaled
+            return self._shown[min(self._shown, key=lambda k: abs(k - level))].image
+        return pic.image
 
-    def _render(self, lod: float) -> QImage:
-        """Paint the graph's own items (frames, edges, boxes; not the marks drawn over them) into
-        a picture ``lod`` pixels per scene pixel, as the window's view at that zoom would (no
-        antialiasing that far out)."""
-        sc = self._scene
-        w = max(1, math.ceil(self._rect.width() * lod))
-        h = max(1, math.ceil(self._rect.height() * lod))
-        image = QImage(w, h, QImage.Format_ARGB32_Premultiplied)
-        image.fill(sc.theme.color("background"))
-        painter = QPainter(image)
-        view = QTransform.fromScale(w / self._rect.width(), h / self._rect.height())
-        view.translate(-self._rect.left(), -self._rect.top())
-        option = QStyleOptionGraphicsItem()
-        items = [i for i in sc.items(Qt.AscendingOrder) if isinstance(i, (Batch, FrameItem))]   # paint order
-        self.painting, sc.far_now = True, False
+    def _layers(self) -> list[tuple]:
+        """The graph's own items in paint order, in layers: runs of ordinary items (with their
+        extents, to pick those crossing a band) and each ``LongEdges`` alone."""
+        if self._plan is None:
+            runs: list[tuple] = []
+            for item in self._scene.items(Qt.AscendingOrder):
+                if isinstance(item, LongEdges):
+                    runs.append((item, []))
+                elif isinstance(item, (Batch, FrameItem)):
+                    if not runs or runs[-1][0] is not None:
+                        runs.append((None, []))
+                    runs[-1][1].append(item)
+            self._plan = []
+            for lines, items in runs:
+                rects = [i.sceneBoundingRect() for i in items]
+                self._plan.append((lines, items, np.array([r.top() for r in rects]), np.array([r.bottom() for r in rects])))
+        return self._plan
+
+    def _ask_for_a_frame(self) -> None:
+        """Another frame soon, to go on making the picture (once per frame)."""
+        if self._asked:
+            return
+        self._asked = True
+
+        def again() -> None:
+            if shiboken6.isValid(self):     # the scene may have dropped the item meanwhile
+                self._asked = False
+                self.update()
+        QTimer.singleShot(0, again)
+
+
+class _Picture:
+    """One picture of the graph's own items (frames, edges, boxes; not the marks drawn over
+    them) at ``lod`` pixels per scene pixel, as the window's view at that zoom paints them (no
+    antialiasing that far out), made a part at a time in paint order: runs of items in bands of
+    rows (only those crossing a band paint, cut to it), the long edges (whose strokes cross
+    every band) some lines at a time."""
+
+    def __init__(self, scene: "GraphScene", rect: QRectF, lod: float, generation: int, plan: list[tuple]) -> None:
+        self.scene, self.rect, self.lod, self.generation = scene, QRectF(rect), lod, generation
+        w = max(1, math.ceil(rect.width() * lod))
+        h = max(1, math.ceil(rect.height() * lod))
+        self.image = QImage(w, h, QImage.Format_ARGB32_Premultiplied)
+        self.image.fill(scene.theme.color("background"))
+        self.view = QTransform.fromScale(w / rect.width(), h / rect.height())
+        self.view.translate(-rect.left(), -rect.top())
+        self.layers = [_Layer(*part) for part in plan]
+        self.layer = 0
+
+    @property
+    def done(self) -> bool:
+        return self.layer >= len(self.layers)
+
+    def advance(self, budget: float) -> None:
+        """Paint parts until done or ``budget`` seconds are spent (a part at least)."""
+        start = time.perf_counter()
+        painter = QPainter(self.image)
         try:
-            for item in items:
-                painter.save()
-                painter.setWorldTransform(view)
-                option.exposedRect = item.boundingRect()
-                item.paint(painter, option, None)
-                painter.restore()
+            while not self.done:
+                layer = self.layers[self.layer]
+                layer.paint_part(painter, self, budget)
+                if layer.done(self):
+                    self.layer += 1
+                if time.perf_counter() - start >= budget:
+                    break
         finally:
-            self.painting = False
-        painter.end()
-        self.renders += 1
-        return image
+            painter.end()
+
+
+class _Layer:
+    """Consecutive items of one kind in paint order: ordinary items (made in bands of image rows)
+    or one ``LongEdges`` (made some lines at a time)."""
+
+    def __init__(self, lines: "LongEdges | None", items: list, tops: np.ndarray, bottoms: np.ndarray) -> None:
+        self.lines, self.items, self.tops, self.bottoms = lines, items, tops, bottoms
+        self.pos = 0                       # next image row (items) or next line (long edges)
+        self.step = FIRST_BAND_ROWS if lines is None else FIRST_LINES
+
+    def done(self, pic: _Picture) -> bool:
+        total = pic.image.height() if self.lines is None else len(self.lines.lines)
+        return self.pos >= total
+
+    def paint_part(self, painter: QPainter, pic: _Picture, budget: float) -> None:
+        t = time.perf_counter()
+        if self.lines is None:
+            total = pic.image.height()
+            count = total - self.pos if math.isinf(budget) else min(self.step, total - self.pos)
+            self._paint_band(painter, pic, self.pos, count)
+        else:
+            total = len(self.lines.lines)
+            count = total - self.pos if math.isinf(budget) else min(self.step, total - self.pos)
+            painter.save()
+            painter.setWorldTransform(pic.view)
+            self.lines.paint_lines(painter, np.arange(self.pos, self.pos + count))
+            painter.restore()
+        self.pos += count
+        if math.isfinite(budget):      # the next part: about a third of a slice of work, growing at most 2x
+            per_unit = (time.perf_counter() - t) / max(count, 1)
+            self.step = max(1, min(2 * count, int(budget / 3 / max(per_unit, 1e-8))))
+
+    def _paint_band(self, painter: QPainter, pic: _Picture, row: int, rows: int) -> None:
+        band = QRectF(0, row, pic.image.width(), rows)
+        scene_band = pic.view.inverted()[0].mapRect(band)
+        crossing = np.flatnonzero((self.tops <= scene_band.bottom()) & (self.bottoms >= scene_band.top()))
+        painter.save()
+        painter.setClipRect(band)
+        option = QStyleOptionGraphicsItem()
+        for k in crossing.tolist():
+            item = self.items[k]
+            painter.save()
+            painter.setWorldTransform(pic.view)
+            option.exposedRect = item.mapRectFromScene(scene_band).intersected(item.boundingRect())
+            item.paint(painter, option, None)
+            painter.restore()
+        painter.restore()

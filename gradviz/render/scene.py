@@ -53,6 +53,7 @@ class GraphScene(QGraphicsScene):
         super().__init__(parent)
         self.theme = style.theme(theme)
         self.force_detail = False  # image export: full detail at any scale
+        self.whole_pictures = False  # a grab: the overview's pictures are finished in the frame (finishing())
         self.graph: nx.DiGraph | None = None
         self.layout: Layout | None = None
         self._scale = LogColorScale()
@@ -351,6 +352,16 @@ class GraphScene(QGraphicsScene):
             self.force_detail, self.selected, self.hl_nodes, self._dim = saved
             self.marks_layer.set_highlight_visible(True)
             self.marks_layer.set_screen_sized(True)
+
+    @contextmanager
+    def finishing(self) -> Iterator[None]:
+        """Paint whole frames (a screenshot): the overview finishes its pictures in the frame
+        instead of a slice per frame."""
+        saved, self.whole_pictures = self.whole_pictures, True
+        try:
+            yield
+        finally:
+            self.whole_pictures = saved
 
     def _repaint_all(self) -> None:
         self._changed()
