@@ -211,3 +211,49 @@ def test_the_map_of_a_very_tall_graph_is_not_a_strip(qtbot, window, tmp_path):
     before = window.view.visible_scene_rect().center().y()
     qtbot.mouseClick(mm, Qt.LeftButton, pos=QPoint(mm.width() // 2, 12))
     assert window.view.visible_scene_rect().center().y() < before - 200
+
+
+TOWER = """
+import torch
+from torch import nn
+
+
+class Tower(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(2))
+
+    def forward(self, x):
+        for _ in range(1500):          # 3,000 ops in one column: ~300,000 px tall
+            x = torch.tanh(x * self.w)
+        return x
+
+
+model = Tower
+
+
+def batch(step):
+    return torch.ones(2), torch.zeros(2)
+
+
+def loss_fn(out, y):
+    return ((out - y) ** 2).sum()
+"""
+
+
+def test_fit_reaches_a_graph_too_tall_for_the_usual_zoom_floor(qtbot, window, tmp_path):
+    from gradviz.app.graph_view import MIN_SCALE
+
+    script = tmp_path / "tower.py"
+    script.write_text(TOWER)
+    open_and_wait(qtbot, window, script)
+    change_view(qtbot, window, window.expand_all)
+    window.view.fit()
+    scale = window.view.scale_factor()
+    assert scale < MIN_SCALE / 2                              # the floor moved for this graph
+    pixel = 1 / scale                                          # (at this zoom a scene pixel is 1/400 of a screen's)
+    assert window.view.visible_scene_rect().contains(window.scene.graph_rect().adjusted(pixel, pixel, -pixel, -pixel))
+    fitted = window.view.scale_factor()
+    for _ in range(20):
+        window.view.zoom_out()
+    assert fitted / 2 - 1e-12 <= window.view.scale_factor() < fitted   # a little further out, not endlessly

@@ -13,7 +13,7 @@ from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QFrame, QGraphicsView, QLabel
 
 
-MIN_SCALE = 0.01
+MIN_SCALE = 0.01         # zoom-out floor, lowered for a graph too big to fit at it (min_scale)
 MAX_SCALE = 8.0
 ANTIALIAS_ABOVE = 0.35   # below this zoom edges are sub-pixel anyway
 FIT_MAX_SCALE = 1.25     # Fit never blows a small graph up beyond this
@@ -61,7 +61,7 @@ class GraphView(QGraphicsView):
     def set_scale(self, scale: float, anchor: QPointF | None = None) -> None:
         if not self._own_scroll:
             self.fitted = False
-        scale = min(max(scale, MIN_SCALE), MAX_SCALE)
+        scale = min(max(scale, self.min_scale()), MAX_SCALE)
         factor = scale / self.scale_factor()
         if abs(factor - 1.0) < 1e-9:
             return
@@ -82,6 +82,18 @@ class GraphView(QGraphicsView):
         self._update_hints()
         self.update_canvas()
         self.zoomChanged.emit(self.scale_factor())
+
+    def min_scale(self) -> float:
+        """How far out the view may zoom: ``MIN_SCALE``, or for a graph too big to fit there (an
+        LSTM unrolled over 2,000 steps is 1.8 million pixels tall) half its Fit scale, so Fit
+        and zooming out always reach the whole graph."""
+        scene = self.scene()
+        rect = scene.graph_rect() if scene is not None and hasattr(scene, "graph_rect") else QRectF()
+        if rect.isEmpty():
+            return MIN_SCALE
+        w, h = self.fit_size()
+        rect = rect.adjusted(-12, -12, 12, 12)
+        return min(MIN_SCALE, 0.5 * min(w / rect.width(), h / rect.height()))
 
     def zoom_in(self) -> None:
         self.set_scale(self.scale_factor() * 1.25)
