@@ -159,10 +159,14 @@ for name, view in views.items():
 class Runner:
     def __init__(self, env: dict) -> None:
         self.env = env
+        # measured processes start in an empty folder: ``python -m gradviz`` puts the current folder
+        # first on sys.path, so run from a checkout it would import that checkout's gradviz, not the
+        # one PYTHONPATH names (--against measured the new code twice when run from the repository)
+        self.cwd: str | None = None
 
     def __call__(self, cmd: list[str], timeout: float | None = None) -> dict:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=self.cwd)
         deadline = None if timeout is None else start + timeout
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -361,6 +365,9 @@ def main() -> int:
     print(f"yardstick, a process importing torch: {fmt(yard)}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        for r in (runner, against):
+            if r is not None:
+                r.cwd = str(folder)
         sections = {"gpt": lambda: gpt_section(runner, folder, args.blocks, args.dot_limit, against),
                     "llama": lambda: llama_section(runner, folder), "big": lambda: big_section(runner, folder),
                     "frames": lambda: frames_section(runner, folder)}
