@@ -16,9 +16,10 @@ its children, peak RSS of the process and its children), the way a user meets it
 * llama: transformers' LlamaForCausalLM, 70B configuration, structure only on the meta device:
   export to SVG (folded view and whole graph) and open in the window.
 * big: 100k-node graphs (a 3-layer LSTM unrolled over 2,000 steps; a 1,600-block GPT):
-  export to JSON and SVG, open in the window.
+  export to JSON, SVG and PDF, open in the window.
 * frames: pan/zoom frame times of those graphs' scenes (the window's first, folded view and
-  the whole graph), painted into a 1400x900 viewport, in a child process.
+  the whole graph): the paint events of a 1400x900 view, in a child process; per zoom the first
+  frame (where a far picture starts) and the median/max of five pans after it.
 Targets (issue #16): GPT-100 export >= 6x faster than torchviz+dot; GPT-200 on screen in <= 2.5 s;
 Llama 70B opens and exports in <= 8 s, <= 1.5 GB; 100k nodes <= 3 GB, frames <= 50 ms.
 """

@@ -38,7 +38,7 @@ MAX_SIDE = 16384            # the picture's longer side, pixels (a slim graph: 1
 MAX_PIXELS = 8_000_000      # and its area (32 MB)
 MAX_LOD = 0.15              # never used where boxes are bigger than this on screen
 OVERVIEW_Z = -10.0
-SLICE_S = 0.015             # picture-making per view frame, seconds (a far frame is ~15 ms more: under 50 ms)
+SLICE_S = 0.010             # picture-making per view frame, seconds (a far frame is ~15-25 ms more: under 50 ms)
 FIRST_BAND_ROWS = 16        # rows of the first band; later bands sized to about a third of a slice
 FIRST_LINES = 2000          # long edges in the first part; later parts sized the same way
 
