@@ -268,3 +268,32 @@ def test_training_leaves_a_core_to_the_window(qtbot, win):
     assert infos[-1]["threads"] == training_threads()
     assert 1 <= infos[-1]["threads"] <= max(1, before)
     assert torch.get_num_threads() == before        # the GUI thread's own count is untouched
+
+
+def test_a_model_with_thousands_of_parameters_makes_curves_only_for_those_shown(qtbot):
+    """GPT-200 has 2,406 parameters: making three pyqtgraph curves for each up front froze the
+    window for minutes when training started (addItem walks every item already there)."""
+    from gradviz.app.training import plots as plots_mod
+
+    names = [f"blocks.{i}.w" for i in range(3000)]
+    history = History()
+    history.set_names(names)
+    widget = plots_mod.TrainingPlots(history)
+    qtbot.addWidget(widget)
+    widget.set_names(names)
+    assert widget.list.count() == 3000                                  # every parameter can be ticked
+    assert set(widget.param_curves) == set(names[:plots_mod.DEFAULT_VISIBLE])
+    assert len(widget.param_plot.getPlotItem().listDataItems()) <= 2 * plots_mod.DEFAULT_VISIBLE + 4
+    norms = np.arange(3000, dtype=float)[None, :] + 1.0
+    history.extend({"step": np.array([0]), "loss": np.array([1.0]), "lr": np.array([0.1]),
+                    "grad_norm": np.array([1.0]), "grad_norm_clipped": np.array([1.0]),
+                    "param_norms": norms, "param_norms_clipped": norms, "update_ratios": norms * 1e-3})
+    widget.set_visible("blocks.2999.w", True)                           # ticked later: made then, and drawn
+    assert widget.param_curves["blocks.2999.w"].isVisible()
+    assert widget.param_curves["blocks.2999.w"].yData[-1] == 3000.0     # (the axis is logarithmic: yData is the raw norm)
+    widget.highlight("blocks.1500.w")                                    # a parameter node selected in the graph
+    assert widget.param_curves["blocks.1500.w"].opts["pen"].widthF() > 2
+    widget.set_visible("blocks.7.w", False)
+    assert not widget.param_curves["blocks.7.w"].isVisible()
+    widget.set_visible("blocks.2000.w", False)                           # never shown: nothing to make
+    assert "blocks.2000.w" not in widget.param_curves

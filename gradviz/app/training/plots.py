@@ -68,6 +68,7 @@ class TrainingPlots(QWidget):
         self.param_curves: dict[str, pg.PlotDataItem] = {}
         self.ratio_curves: dict[str, pg.PlotDataItem] = {}
         self.clip_curves: dict[str, pg.PlotDataItem] = {}     # per parameter, where clipping shrank it
+        self._index: dict[str, int] = {}                      # parameter name -> its place in names
         self.loss_plot.describe = self._describe(lambda i: f"loss {value_text(self._col('loss')[i])}")
         self.norm_plot.describe = self._describe(
             lambda i: f"pre {value_text(self._col('grad_norm')[i])}  post {value_text(self._col('grad_norm_clipped')[i])}")
@@ -152,6 +153,7 @@ class TrainingPlots(QWidget):
         self.ratio_curves.clear()
         self.clip_curves.clear()
         self.names = list(names)
+        self._index = {name: i for i, name in enumerate(self.names)}
         n = max(1, len(self.names))
         self.colors = [pg.intColor(i, hues=min(n, 12), values=max(1, math.ceil(n / 12)), minValue=160)
                        for i in range(len(self.names))]
@@ -159,34 +161,42 @@ class TrainingPlots(QWidget):
         self.list.blockSignals(True)
         self.list.clear()
         for name, color in zip(self.names, self.colors):
-            pen = pg.mkPen(color, width=1)
-            pc = self.param_plot.plot(pen=pen)
-            rc = self.ratio_plot.plot(pen=pen)
-            cc = self.param_plot.plot(pen=pg.mkPen(color, width=1, style=Qt.DashLine))
-            for c in (pc, rc, cc):
-                c.setVisible(name in self.visible)
-            self.param_curves[name] = pc
-            self.ratio_curves[name] = rc
-            self.clip_curves[name] = cc
+            if name in self.visible:
+                self._curves_of(name)
             item = QListWidgetItem(swatch(color), name)
             item.setFlags(item.flags() | Qt.ItemIsUserCheckable)
             item.setCheckState(Qt.Checked if name in self.visible else Qt.Unchecked)
             item.setData(Qt.UserRole, name)
             self.list.addItem(item)
         self.list.blockSignals(False)
-        if self.highlighted in self.param_curves:
+        if self.highlighted in self._index:
             self.highlight(self.highlighted, self._highlight_color)
         self._drawn = -1
 
+    def has_param(self, name: str) -> bool:
+        return name in self._index
+
+    def _curves_of(self, name: str) -> tuple:
+        """Parameter ``name``'s curves (norm, update ratio, norm after clipping), made when first
+        shown: pyqtgraph's ``addItem`` walks every item already in the plot, so making all of a
+        big model's up front took minutes (GPT-200: 2,406 parameters, the window frozen)."""
+        if name not in self.param_curves:
+            color = self.colors[self._index[name]]
+            pen = pg.mkPen(color, width=1)
+            self.param_curves[name] = self.param_plot.plot(pen=pen)
+            self.ratio_curves[name] = self.ratio_plot.plot(pen=pen)
+            self.clip_curves[name] = self.param_plot.plot(pen=pg.mkPen(color, width=1, style=Qt.DashLine))
+        return self.param_curves[name], self.ratio_curves[name], self.clip_curves[name]
+
     def set_visible(self, name: str, on: bool) -> None:
         """Show or hide one parameter's curves (the list's tick follows)."""
-        if name not in self.param_curves:
+        if name not in self._index:
             return
         (self.visible.add if on else self.visible.discard)(name)
-        self.param_curves[name].setVisible(on)
-        self.ratio_curves[name].setVisible(on)
-        self.clip_curves[name].setVisible(on)
-        item = self.list.item(self.names.index(name))
+        if on or name in self.param_curves:
+            for c in self._curves_of(name):
+                c.setVisible(on)
+        item = self.list.item(self._index[name])
         if (item.checkState() == Qt.Checked) != on:
             self.list.blockSignals(True)
             item.setCheckState(Qt.Checked if on else Qt.Unchecked)
@@ -206,7 +216,7 @@ class TrainingPlots(QWidget):
         """Thick, on top and in ``color`` (the graph node's colour): one parameter's curves."""
         prev = self.highlighted
         if prev in self.param_curves and prev != name:
-            i = self.names.index(prev)
+            i = self._index[prev]
             for c in (self.param_curves[prev], self.ratio_curves[prev]):
                 c.setPen(pg.mkPen(self.colors[i], width=1))
                 c.setZValue(0)
@@ -215,8 +225,9 @@ class TrainingPlots(QWidget):
             self.set_visible(prev, prev in self.visible)
         self.highlighted = name
         self._highlight_color = color
-        if name in self.param_curves:
-            i = self.names.index(name)
+        if name in self._index:
+            self._curves_of(name)
+            i = self._index[name]
             col = QColor(color) if color is not None else self.colors[i]
             for c in (self.param_curves[name], self.ratio_curves[name]):
                 c.setPen(pg.mkPen(col, width=3.5))
@@ -327,7 +338,7 @@ class TrainingPlots(QWidget):
         h = self.history
         if name not in self.param_curves or len(h.names) != len(self.names):
             return
-        i = self.names.index(name)
+        i = self._index[name]
         x = h.column("step") if x is None else x
         if params:
             pre = h.column("param_norms")[:, i]
@@ -368,7 +379,7 @@ class TrainingPlots(QWidget):
             shown.remove(self.highlighted)
             shown.insert(0, self.highlighted)
         lines = []
-        for j in [self.names.index(n) for n in shown[:6]]:
+        for j in [self._index[n] for n in shown[:6]]:
             shrunk = post is not None and post[i, j] < m[i, j] * (1 - 1e-6)
             tail = f" → {value_text(float(post[i, j]))}" if shrunk else ""
             lines.append(f"{self.names[j]}: {value_text(float(m[i, j]))}{tail}")

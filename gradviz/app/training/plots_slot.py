@@ -55,7 +55,7 @@ class PlotsSlot:
         if self._plots is None:
             return
         name = nid[len("param:"):] if nid.startswith("param:") else None
-        if name is not None and name in self._plots.param_curves:
+        if name is not None and self._plots.has_param(name):
             self._plots.highlight(name, color_of(nid))
         else:
             self._plots.highlight(None)
