@@ -185,14 +185,14 @@ class _Picture:
     every band) some lines at a time."""
 
     def __init__(self, scene: "GraphScene", rect: QRectF, lod: float, generation: int, plan: list[tuple]) -> None:
-        self.scene, self.rect, self.lod, self.generation = scene, QRectF(rect), lod, generation
+        self.generation = generation
         w = max(1, math.ceil(rect.width() * lod))
         h = max(1, math.ceil(rect.height() * lod))
         self.image = QImage(w, h, QImage.Format_ARGB32_Premultiplied)
         self.image.fill(scene.theme.color("background"))
         self.view = QTransform.fromScale(w / rect.width(), h / rect.height())
         self.view.translate(-rect.left(), -rect.top())
-        self.layers = [_Layer(*part) for part in plan]
+        self.layers = [_Layer(*part, total=h if part[0] is None else len(part[0].lines)) for part in plan]
         self.layer = 0
 
     @property
@@ -207,7 +207,7 @@ class _Picture:
             while not self.done:
                 layer = self.layers[self.layer]
                 layer.paint_part(painter, self, budget)
-                if layer.done(self):
+                if layer.done:
                     self.layer += 1
                 if time.perf_counter() - start >= budget:
                     break
@@ -219,24 +219,23 @@ class _Layer:
     """Consecutive items of one kind in paint order: ordinary items (made in bands of image rows)
     or one ``LongEdges`` (made some lines at a time)."""
 
-    def __init__(self, lines: "LongEdges | None", items: list, tops: np.ndarray, bottoms: np.ndarray) -> None:
+    def __init__(self, lines: "LongEdges | None", items: list, tops: np.ndarray, bottoms: np.ndarray,
+                 total: int) -> None:
         self.lines, self.items, self.tops, self.bottoms = lines, items, tops, bottoms
-        self.pos = 0                       # next image row (items) or next line (long edges)
+        self.total = total                 # image rows (items) or lines (long edges)
+        self.pos = 0                       # the next of them to paint
         self.step = FIRST_BAND_ROWS if lines is None else FIRST_LINES
 
-    def done(self, pic: _Picture) -> bool:
-        total = pic.image.height() if self.lines is None else len(self.lines.lines)
-        return self.pos >= total
+    @property
+    def done(self) -> bool:
+        return self.pos >= self.total
 
     def paint_part(self, painter: QPainter, pic: _Picture, budget: float) -> None:
         t = time.perf_counter()
+        count = self.total - self.pos if math.isinf(budget) else min(self.step, self.total - self.pos)
         if self.lines is None:
-            total = pic.image.height()
-            count = total - self.pos if math.isinf(budget) else min(self.step, total - self.pos)
             self._paint_band(painter, pic, self.pos, count)
         else:
-            total = len(self.lines.lines)
-            count = total - self.pos if math.isinf(budget) else min(self.step, total - self.pos)
             painter.save()
             painter.setWorldTransform(pic.view)
             self.lines.paint_lines(painter, np.arange(self.pos, self.pos + count))
