@@ -27,7 +27,7 @@ CORPUS = ROOT / "tests" / "corpus"
 def plain_step(path: Path, rounds: int) -> float:
     """Best time of forward + loss + backward of the script's model, as a training step does
     (after one warm-up step: the first call of a model pays one-time costs a training loop amortises)."""
-    from gradviz.core.script import load_script
+    from gradviz.core.script.load import load_script
 
     ms = load_script(path)
     torch.manual_seed(0)

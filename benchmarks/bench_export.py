@@ -28,8 +28,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import torch  # noqa: E402
 
-from gradviz.core.script import load_script  # noqa: E402
-from gradviz.core.trace import capture, trace  # noqa: E402
+from gradviz.core.script.load import load_script  # noqa: E402
+from gradviz.core.trace.tracer import capture, trace  # noqa: E402
 
 SAMPLES = ROOT / "samples"
 

@@ -114,7 +114,7 @@ def synthetic_gpt_graph(n_blocks: int) -> nx.DiGraph:
 
 def to_dot(graph: nx.DiGraph) -> str:
     """The graph as dot source with the same box sizes gradviz estimates."""
-    from gradviz.core.layout import node_size
+    from gradviz.core.layout.types import node_size
 
     lines = ["digraph G {", "  node [shape=box, fixedsize=true];"]
     index = {node: i for i, node in enumerate(graph.nodes)}
@@ -142,7 +142,8 @@ def time_dot(graph: nx.DiGraph, timeout: float) -> float | None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from gradviz.core.layout import LayoutOptions, layout
+    from gradviz.core.layout.layered import layout
+    from gradviz.core.layout.types import LayoutOptions
 
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -42,7 +42,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(ROOT))
 
 from gradviz.core.record import watch  # noqa: E402
-from gradviz.core.script import load_script  # noqa: E402
+from gradviz.core.script.load import load_script  # noqa: E402
 
 
 def _models():

@@ -114,8 +114,8 @@ from gradviz.render.qtcompat import ensure_app
 app = ensure_app()
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QGraphicsView
-from gradviz.core.trace import trace
-from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+from gradviz.core.trace.tracer import trace
+from gradviz.core.layout.grouping import auto_depth, collapse, expanded_to_depth
 from gradviz.render.scene import GraphScene
 from gradviz.render.style import layout_graph
 graph = trace({script!r}, details="norms")

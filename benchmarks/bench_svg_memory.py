@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 TRACE = """\
 import pickle, sys
-from gradviz.core.trace import trace
+from gradviz.core.trace.tracer import trace
 pickle.dump(trace(sys.argv[1], details="norms"), open(sys.argv[2], "wb"), protocol=5)
 """
 

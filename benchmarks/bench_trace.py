@@ -1,4 +1,4 @@
-"""In-process time of ``gradviz.core.trace.trace`` against the bare forward+backward of the same model.
+"""In-process time of ``gradviz.core.trace.tracer.trace`` against the bare forward+backward of the same model.
 
     python benchmarks/bench_trace.py                        # this checkout, GPT-200 and Llama 70B (meta)
     python benchmarks/bench_trace.py --repos /tmp/main .    # before/after: several checkouts, same run
@@ -38,9 +38,9 @@ def model():
 CHILD = r"""
 import gc, json, sys, time
 import torch
-from gradviz.core.meta import build_meta_model, meta_forward
-from gradviz.core.script import load_script
-from gradviz.core.trace import trace
+from gradviz.core.script.meta import build_meta_model, meta_forward
+from gradviz.core.script.load import load_script
+from gradviz.core.trace.tracer import trace
 
 which, path, repeat = sys.argv[1], sys.argv[2], int(sys.argv[3])
 torch.set_num_threads(int(sys.argv[4]))

@@ -37,8 +37,8 @@ import torch  # noqa: E402
 torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))   # same thread count for both loops
 CLOCK = time.perf_counter          # --clock cpu: this thread's CPU time (robust on a shared machine)
 
-from gradviz.core.script import load_script  # noqa: E402
-from gradviz.core.trainer import TrainConfig, Trainer  # noqa: E402
+from gradviz.core.script.load import load_script  # noqa: E402
+from gradviz.core.train.trainer import TrainConfig, Trainer  # noqa: E402
 
 MLP = ROOT / "samples" / "mlp_digits.py"
 GPT = ROOT / "samples" / "transformer.py"

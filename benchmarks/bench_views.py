@@ -38,7 +38,7 @@ def best(fn, rounds: int) -> float:
 
 
 def plain_pass(path: Path):
-    from gradviz.core.script import load_script
+    from gradviz.core.script.load import load_script
 
     ms = load_script(path)
     torch.manual_seed(0)
@@ -51,8 +51,8 @@ def plain_pass(path: Path):
 
 
 def attribution_rows(rounds: int) -> None:
-    from gradviz.core.attribution import attribute
-    from gradviz.core.script import load_script
+    from gradviz.core.attribution.attribute import attribute
+    from gradviz.core.script.load import load_script
 
     print("attribution (per pass, against one plain forward+backward)")
     for name in ("mlp_digits.py", "cnn.py", "transformer.py"):
@@ -78,8 +78,8 @@ def fixed_copy(path: Path, old: str, new: str) -> Path:
 
 
 def cut_rows(rounds: int) -> None:
-    from gradviz.core.partial_trace import trace_failure
-    from gradviz.core.trace import trace
+    from gradviz.core.trace.partial_trace import trace_failure
+    from gradviz.core.trace.tracer import trace
 
     print("cut branches and the failing forward (against trace of the fixed script)")
     bug = SAMPLES / "bugs" / "detach.py"

@@ -11,7 +11,7 @@ works on a headless server:
 """
 from __future__ import annotations
 
-from gradviz.core.version import __version__
+from gradviz.core.runtime.version import __version__
 __all__ = ["trace", "show", "capture", "TraceOptions", "check", "watch", "RecordError", "load_script", "collapse",
            "layout", "ScriptError", "__version__"]
 
@@ -19,15 +19,15 @@ __all__ = ["trace", "show", "capture", "TraceOptions", "check", "watch", "Record
 _LAZY = {
     "trace": "gradviz.notebook",          # core's trace, returning a graph that draws itself in Jupyter
     "show": "gradviz.notebook",
-    "capture": "gradviz.core.trace",
-    "TraceOptions": "gradviz.core.trace",
-    "load_script": "gradviz.core.script",
-    "ScriptError": "gradviz.core.script",
+    "capture": "gradviz.core.trace.tracer",
+    "TraceOptions": "gradviz.core.trace.options",
+    "load_script": "gradviz.core.script.load",
+    "ScriptError": "gradviz.core.script.load",
     "check": "gradviz.core.diagnosis",
     "watch": "gradviz.core.record",
     "RecordError": "gradviz.core.record",
-    "collapse": "gradviz.core.grouping",
-    "layout": "gradviz.core.layout",
+    "collapse": "gradviz.core.layout.grouping",
+    "layout": "gradviz.core.layout.layered",
 }
 
 

@@ -24,7 +24,7 @@ def _depth(graph: nx.DiGraph, collapse: Any) -> int | None:
     if collapse is None or collapse is False:
         return None
     if collapse == "auto":
-        from gradviz.core.grouping import auto_depth
+        from gradviz.core.layout.grouping import auto_depth
 
         return auto_depth(graph)
     if isinstance(collapse, bool) or not isinstance(collapse, int) or collapse < 0:
@@ -87,8 +87,8 @@ class TracedGraph(nx.DiGraph):
 
 
 def trace(source: Any, model: Any = None, **kwargs: Any) -> TracedGraph:
-    """``gradviz.core.trace.trace`` (same arguments), returning a ``TracedGraph``."""
-    from gradviz.core.trace import trace as core_trace
+    """``gradviz.core.trace.tracer.trace`` (same arguments), returning a ``TracedGraph``."""
+    from gradviz.core.trace.tracer import trace as core_trace
 
     return TracedGraph(core_trace(source, model, **kwargs))
 

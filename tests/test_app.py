@@ -93,7 +93,7 @@ def test_selecting_an_op_highlights_its_neighbours(qtbot, window):
 def test_expand_and_collapse_modules(qtbot, window):
     open_and_wait(qtbot, window, TRANSFORMER)
     doc = window.document
-    from gradviz.core.grouping import auto_depth, expanded_to_depth
+    from gradviz.core.layout.grouping import auto_depth, expanded_to_depth
 
     change_view(qtbot, window, lambda: window.set_expanded(expanded_to_depth(doc.graph, auto_depth(doc.graph))))
     assert "group:blocks.0.attn.q_proj" in doc.view  # auto depth: Linear layers are boxes
@@ -169,7 +169,7 @@ def test_export_writes_png_svg_pdf(qtbot, window, tmp_path):
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary files left
     with pytest.raises(Exception):
         window.export_to(tmp_path / "missing-folder" / "g.png")
-    from gradviz.core.atomic import ExportError
+    from gradviz.core.runtime.atomic import ExportError
 
     with pytest.raises(ExportError, match="unknown extension"):
         window.export_to(tmp_path / "g.bmp")

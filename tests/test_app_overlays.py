@@ -21,7 +21,7 @@ def test_legend_size_hint_holds_everything_it_paints(qtbot, key):
     from PySide6.QtCore import QPointF, Qt
     from PySide6.QtGui import QImage, QPainter
 
-    from gradviz.core.colors import LogColorScale
+    from gradviz.core.output.colors import LogColorScale
     from gradviz.render import style
     from gradviz.render.legend import PAD, ColorBarWidget, paint_legend
 
@@ -122,7 +122,7 @@ def test_mark_entries_wrap_to_the_view_and_nothing_is_cut(qtbot, window):
     from PySide6.QtCore import QPointF, Qt
     from PySide6.QtGui import QImage, QPainter
 
-    from gradviz.core.colors import LogColorScale
+    from gradviz.core.output.colors import LogColorScale
     from gradviz.render import style
     from gradviz.render.legend import MARKS_H, PAD, bar_row_width, legend_size, mark_rows, paint_legend
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core.attribution import AttributionError, attribute, attribute_batch, gauss_legendre, input_kind
-from gradviz.core.attribution_paths import Objective
-from gradviz.core.script import load_script
+from gradviz.core.attribution.attribute import AttributionError, attribute, attribute_batch, gauss_legendre, input_kind
+from gradviz.core.attribution.paths import Objective
+from gradviz.core.script.load import load_script
 
 SMOOTH_MLP = """
 import torch

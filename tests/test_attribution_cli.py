@@ -106,8 +106,8 @@ def test_json_export_loads_no_qt(tmp_path):
 def test_cpu_threads_leave_one_core_free_while_attributing(tmp_path, monkeypatch):
     import torch
 
-    import gradviz.core.attribution as attribution
-    from gradviz.core.devices import training_threads
+    import gradviz.core.attribution.attribute as attribution
+    from gradviz.core.runtime.devices import training_threads
 
     seen = []
     real = attribution.attribute

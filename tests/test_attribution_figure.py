@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gradviz.core.attribution import AttributionResult, Completeness, InputAttribution, input_kind
-from gradviz.core.attribution_figure import MAX_BARS, color_limit, diverging_rgb, header, sections
+from gradviz.core.attribution.attribute import AttributionResult, Completeness, InputAttribution, input_kind
+from gradviz.core.attribution.figure import MAX_BARS, color_limit, diverging_rgb, header, sections
 
 
 def _result(*entries, method="ig", completeness=None):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core.attribution import attribute
-from gradviz.core.script import load_script
+from gradviz.core.attribution.attribute import attribute
+from gradviz.core.script.load import load_script
 
 import transformers  # a test extra (pyproject.toml): required, never skipped
 

@@ -16,9 +16,9 @@ from torch import nn
 
 import gradviz
 from gradviz.cli.main import main
-from gradviz.core.factory import parse_input, parse_loss
-from gradviz.core.generated import model_source
-from gradviz.core.script import ScriptError
+from gradviz.core.script.factory import parse_input, parse_loss
+from gradviz.core.script.generated import model_source
+from gradviz.core.runtime.errors import ScriptError
 
 PACKAGE = '''\
 import torch

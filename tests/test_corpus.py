@@ -84,7 +84,7 @@ def test_reentrant_checkpointing_is_reachable(name, reports):
 
 def test_recomputed_parameters_name_the_checkpoint_node():
     from gradviz.core.diagnosis.probe import run_probe
-    from gradviz.core.script import load_script
+    from gradviz.core.script.load import load_script
     os.environ["GRADVIZ_CORPUS"] = "checkpoint-reentrant"
     try:
         probe = run_probe(load_script(ZOO))
@@ -132,7 +132,7 @@ def test_batchnorm_curvature_is_not_a_mismatch():
     steps instead of failing them (or skipping them as kinks). Sampled elements of one weight, no
     time budget: the same elements on every machine."""
     from gradviz.core.diagnosis.gradcheck import gradcheck_script
-    from gradviz.core.script import load_script
+    from gradviz.core.script.load import load_script
     os.environ["GRADVIZ_CORPUS"] = "mobilenet-v2"
     try:
         report = gradcheck_script(load_script(ZOO), params=["mobilenet_v2.conv_stem.reduce_1x1.convolution.weight"],
@@ -152,7 +152,7 @@ def test_compiled_model_keeps_its_one_compiled_node():
     ``import`` with the frame callback set, and shiboken's ``__import__`` hook (a Python function
     calling sys._getframe) is compiled as a frame of its own; the model's graph stays one graph."""
     from gradviz import trace
-    from gradviz.core.walk import walk
+    from gradviz.core.trace.walk import walk
 
     torch._dynamo.reset()
     os.environ["GRADVIZ_CORPUS"] = "torch-compile"

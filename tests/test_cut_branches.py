@@ -6,8 +6,8 @@ import textwrap
 import networkx as nx
 import pytest
 
-from gradviz.core.cut_branches import add_cut_branches, cut_off_params
-from gradviz.core.trace import trace
+from gradviz.core.trace.cut_branches import add_cut_branches, cut_off_params
+from gradviz.core.trace.tracer import trace
 from tests.conftest import ROOT, SAMPLES, line_of
 
 BUGS = SAMPLES / "bugs"
@@ -161,7 +161,7 @@ def test_nothing_to_draw(name):
 
 
 def test_healthy_model_runs_no_extra_forward(tmp_path, monkeypatch):
-    import gradviz.core.cut_branches as cb
+    import gradviz.core.trace.cut_branches as cb
 
     calls = []
     monkeypatch.setattr(cb, "_run_tape", lambda *a, **k: calls.append(a))

@@ -82,7 +82,7 @@ def _spawn(tmp_path: Path, skip: bool, accel: str = "python") -> Path:
 def test_ddp_two_ranks(tmp_path, accel):
     from gradviz.core.record import open_ranks, rank_files
     from gradviz.core.record.analysis_ranks import rank_findings
-    from gradviz.core.record.rundata import load_runs
+    from gradviz.core.record.loading import load_runs
 
     path = _spawn(tmp_path, skip=False, accel=accel)
     for r in (0, 1):                 # steps 2 and 4 repeat step 0's structure: native hooks then
@@ -115,7 +115,7 @@ def test_ddp_two_ranks(tmp_path, accel):
 def test_ddp_unused_parameter_named(tmp_path):
     from gradviz.core.record import open_ranks
     from gradviz.core.record.analysis_ranks import rank_findings
-    from gradviz.core.record.rundata import load_runs
+    from gradviz.core.record.loading import load_runs
 
     path = _spawn(tmp_path, skip=True)
     readers = open_ranks(path)

@@ -80,7 +80,7 @@ def test_detach_names_line_modules_and_broken_edge(bug_results):
 
 
 def test_edges_are_nodes_of_the_traced_graph(bug_results):
-    from gradviz.core.trace import trace
+    from gradviz.core.trace.tracer import trace
     for name in ("detach", "no_grad", "numpy_roundtrip", "argmax"):
         graph = trace(BUGS / f"{name}.py")
         for f in bug_results(name):
@@ -317,8 +317,8 @@ def test_training_run_finds_divergence(tmp_path):
 
 def test_probe_ids_match_trace_ids():
     from gradviz.core.diagnosis.probe import run_probe
-    from gradviz.core.script import load_script
-    from gradviz.core.trace import trace
+    from gradviz.core.script.load import load_script
+    from gradviz.core.trace.tracer import trace
     script = load_script(SAMPLES / "cnn.py")
     graph = trace(script)
     probe = run_probe(script)

@@ -9,7 +9,7 @@ import torch
 from gradviz.core.diagnosis.customs import CustomCallRecorder, unrecorded_functions
 from gradviz.core.diagnosis.numeric import check_custom_call
 from gradviz.core.diagnosis.diagnostic_capture import DiagnosticCapture
-from gradviz.core.walk import walk
+from gradviz.core.trace.walk import walk
 
 
 class CtxCube(torch.autograd.Function):

@@ -102,7 +102,7 @@ def test_structural_run_skips_the_checks_that_need_values():
 
 def test_an_exception_met_elsewhere_becomes_the_finding_check_gives(tmp_path):
     from gradviz.core.diagnosis import finding_from_exception
-    from gradviz.core.script import load_script
+    from gradviz.core.script.load import load_script
 
     script = tmp_path / "broken.py"
     script.write_text("import torch\nmodel = torch.nn.Linear(2, 2)\n\ndef batch(step):\n"

@@ -10,9 +10,9 @@ import subprocess
 import networkx as nx
 import pytest
 
-from gradviz.core.colors import CMAP, NAN_RGB, NO_GRAD_RGB, LogColorScale, auto_range, colors_for
-from gradviz.core.export import ExportError, atomic_write, dot_source, to_node_link, write_graphml
-from gradviz.core.formatting import json_safe
+from gradviz.core.output.colors import CMAP, NAN_RGB, NO_GRAD_RGB, LogColorScale, auto_range, colors_for
+from gradviz.core.output.export import ExportError, atomic_write, dot_source, to_node_link, write_graphml
+from gradviz.core.runtime.formatting import json_safe
 from gradviz.render.formats import export_graph
 
 

@@ -10,9 +10,9 @@ import pytest
 
 import gradviz.core.diagnosis as diagnosis
 from gradviz.cli.main import main
-from gradviz.core.marks import EDGE_STYLES, NODE_STYLES, marks_from_findings
-from gradviz.core.script import ScriptError
-from gradviz.core.trace import trace
+from gradviz.core.output.marks import EDGE_STYLES, NODE_STYLES, marks_from_findings
+from gradviz.core.runtime.errors import ScriptError
+from gradviz.core.trace.tracer import trace
 from gradviz.render.graph_marks import graph_marks
 from gradviz.render.header import MARK_NOUNS
 

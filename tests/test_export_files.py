@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from gradviz.core.atomic import AtomicFiles, sweep_stale_parts
-from gradviz.core.trace import trace
+from gradviz.core.runtime.atomic import AtomicFiles, sweep_stale_parts
+from gradviz.core.trace.tracer import trace
 from test_app_support import MLP
 
 
@@ -122,7 +122,7 @@ def test_an_interrupted_export_leaves_nothing(scene, tmp_path, monkeypatch, inte
 def test_a_killed_export_is_swept_by_the_next_one(tmp_path):
     from gradviz.render.formats import export_graph
 
-    code = ("import os, signal, sys; from gradviz.core.atomic import AtomicFiles; "
+    code = ("import os, signal, sys; from gradviz.core.runtime.atomic import AtomicFiles; "
             "f = AtomicFiles(); tmp = f.temp_for(sys.argv[1]); open(tmp, 'wb').write(b'half a png'); "
             "os.kill(os.getpid(), signal.SIGKILL)")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "g.png")])

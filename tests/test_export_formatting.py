@@ -1,4 +1,4 @@
-"""The one number formatter and the one shape formatter (gradviz.core.formatting), used by
+"""The one number formatter and the one shape formatter (gradviz.core.runtime.formatting), used by
 the engine's messages, the graph boxes, the panels, the legend and the CLI. No Qt."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from gradviz.core.formatting import duration, json_safe, number, shape_text
+from gradviz.core.runtime.formatting import duration, json_safe, number, shape_text
 
 
 @pytest.mark.parametrize("value, text", [
@@ -65,6 +65,6 @@ def test_every_place_uses_the_one_formatter():
 
 
 def test_formatting_and_the_export_table_load_no_qt():
-    code = ("import sys, gradviz.core.formatting, gradviz.core.export, gradviz.render.formats; "
+    code = ("import sys, gradviz.core.runtime.formatting, gradviz.core.output.export, gradviz.render.formats; "
             "assert not [m for m in sys.modules if m.startswith('PySide6')], 'Qt loaded'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from gradviz.core.grouping import collapse
-from gradviz.core.trace import trace
+from gradviz.core.layout.grouping import collapse
+from gradviz.core.trace.tracer import trace
 from test_app_support import MLP, SAMPLES, TRANSFORMER
 
 

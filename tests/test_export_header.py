@@ -3,8 +3,8 @@
 marks, and whether it is a part of the graph."""
 from __future__ import annotations
 
-from gradviz.core.grouping import collapse
-from gradviz.core.trace import trace
+from gradviz.core.layout.grouping import collapse
+from gradviz.core.trace.tracer import trace
 from gradviz.render.header import ShownState, ShownValues, header_text
 from test_app_support import TRANSFORMER
 

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from gradviz.core.trace import trace
+from gradviz.core.trace.tracer import trace
 from test_app_support import TRANSFORMER
 
 SVG = "{http://www.w3.org/2000/svg}"

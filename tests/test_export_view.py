@@ -116,7 +116,7 @@ def test_export_keeps_collapsed_modules_frames_and_the_fixed_range(qtbot, window
 def test_export_draws_diagnosis_marks_with_a_legend_entry_each(qtbot, window, tmp_path):
     from PySide6.QtGui import QImage
 
-    from gradviz.core.marks import marks_from_findings
+    from gradviz.core.output.marks import marks_from_findings
 
     win = window
     script = SAMPLES / "bugs" / "detach.py"
@@ -198,7 +198,7 @@ def test_train_then_export_then_open_another_script(qtbot, window, tmp_path):
     """A user's sequence: train, stop, export (the step the colours and the loss come from, counted
     like the Training panel: steps done); open another script and export again (its traced state,
     nothing left from training)."""
-    from gradviz.core.formatting import number
+    from gradviz.core.runtime.formatting import number
 
     from gradviz.app.training import install
 

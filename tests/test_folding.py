@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 import gradviz
-from gradviz.core.folding import UNFOLD, find_repeats, parse_range, unfold_markers
-from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+from gradviz.core.layout.folding import UNFOLD, find_repeats, parse_range, unfold_markers
+from gradviz.core.layout.grouping import auto_depth, collapse, expanded_to_depth
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"

@@ -29,8 +29,8 @@ TP_SCRIPT = SCRIPTS / "tp_mlp.py"
 
 def _trace_fsdp(rank: int, tmp: Path) -> None:
     import gradviz
-    from gradviz.core.export import to_node_link
-    from gradviz.core.grouping import collapse
+    from gradviz.core.output.export import to_node_link
+    from gradviz.core.layout.grouping import collapse
 
     graph = gradviz.trace(SCRIPT)
     (tmp / f"graph{rank}.json").write_text(json.dumps(to_node_link(graph)))
@@ -56,7 +56,7 @@ def _trace_fsdp(rank: int, tmp: Path) -> None:
 
 def _trace_tp(rank: int, tmp: Path) -> None:
     import gradviz
-    from gradviz.core.export import to_node_link
+    from gradviz.core.output.export import to_node_link
 
     graph = gradviz.trace(TP_SCRIPT)
     (tmp / f"tp_graph{rank}.json").write_text(json.dumps(to_node_link(graph)))

@@ -57,7 +57,7 @@ def test_the_gui_thread_collector_waits_while_a_trace_asks_for_a_pause(qtbot):
     import weakref
 
     from gradviz.app.gc_guard import GuiThreadCollector
-    from gradviz.core.gc_pause import gc_paused
+    from gradviz.core.runtime.gc_pause import gc_paused
 
     collector = GuiThreadCollector()
     collector.start()

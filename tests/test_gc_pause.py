@@ -7,8 +7,8 @@ from pathlib import Path
 import gradviz
 import threading
 
-from gradviz.core.gc_pause import GC_HELD_WHILE_STARTING, GC_PAUSED, gc_paused, hold_while_starting, pause_requested, started
-from gradviz.core.process_patches import PATCHES
+from gradviz.core.runtime.gc_pause import GC_HELD_WHILE_STARTING, GC_PAUSED, gc_paused, hold_while_starting, pause_requested, started
+from gradviz.core.runtime.process_patches import PATCHES
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import gradviz
-from gradviz.core.export import to_node_link
+from gradviz.core.output.export import to_node_link
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden" / "mlp_digits.json"

@@ -13,7 +13,7 @@ import torch
 
 from gradviz.core.diagnosis.gradcheck import gradcheck_script
 from gradviz.core.diagnosis.numeric import gradcheck_function
-from gradviz.core.script import load_script
+from gradviz.core.script.load import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 BUGS = ROOT / "samples" / "bugs"

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import gradviz
-from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+from gradviz.core.layout.grouping import auto_depth, collapse, expanded_to_depth
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

@@ -194,7 +194,7 @@ def test_a_bug_in_gradviz_is_exit_1_with_a_short_message(tmp_path, monkeypatch):
 
 def test_any_gradviz_error_is_exit_2_with_its_message(tmp_path, monkeypatch):
     from gradviz.cli import runs_cmd
-    from gradviz.core.errors import GradvizError
+    from gradviz.core.runtime.errors import GradvizError
 
     def refuses(args):
         raise GradvizError("the run file is from a newer gradviz")

@@ -6,13 +6,13 @@ import time
 
 import pytest
 
-from gradviz.core.launch_clock import seconds_since_launch
+from gradviz.core.runtime.launch_clock import seconds_since_launch
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 def test_a_process_that_slept_half_a_second_is_at_least_that_old():
     code = ("import time; time.sleep(0.5)\n"
-            "from gradviz.core.launch_clock import seconds_since_launch\n"
+            "from gradviz.core.runtime.launch_clock import seconds_since_launch\n"
             "print(seconds_since_launch())")
     started = time.monotonic()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

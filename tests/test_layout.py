@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from benchmarks.bench_layout import synthetic_gpt_graph
-from gradviz.core.layout import Layout, LayoutOptions, layout, layout_with_graphviz, node_size
-from gradviz.core.layout_order import count_crossings
+from gradviz.core.layout.graphviz_dot import layout_with_graphviz
+from gradviz.core.layout.layered import layout
+from gradviz.core.layout.types import Layout, LayoutOptions, node_size
+from gradviz.core.layout.order import count_crossings
 
 EPS = 1e-6
 

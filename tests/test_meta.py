@@ -12,8 +12,8 @@ import torch
 
 import gradviz
 from gradviz.cli.main import main
-from gradviz.core import meta as gmeta
-from gradviz.core.script import load_script
+from gradviz.core.script import meta as gmeta
+from gradviz.core.script.load import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
@@ -122,7 +122,7 @@ def test_cli_export_meta_and_the_automatic_switch(tmp_path, monkeypatch, capsys)
     assert main(["export", str(SAMPLES / "transformer.py"), "--meta", "-o", str(out)]) == 0
     data = json.loads(out.read_text())
     assert data["graph"]["meta"] is True and "structure only" in capsys.readouterr().out
-    from gradviz.core import fit_guard
+    from gradviz.core.script import fit_guard
 
     grown = iter([0])    # resident memory: 0 when the build starts, 1 TB at the first big tensor
     monkeypatch.setattr(fit_guard, "resident_bytes", lambda: next(grown, 2**40))
@@ -138,8 +138,8 @@ def test_cli_export_meta_and_the_automatic_switch(tmp_path, monkeypatch, capsys)
 
 
 def test_the_memory_guard_stops_a_build_that_outgrows_the_machine(monkeypatch):
-    from gradviz.core import fit_guard
-    from gradviz.core.interrupts import Stopped
+    from gradviz.core.script import fit_guard
+    from gradviz.core.runtime.interrupts import Stopped
 
     script = load_script(SAMPLES / "transformer.py")
     torch.manual_seed(0)
@@ -157,7 +157,7 @@ def test_the_memory_guard_stops_a_build_that_outgrows_the_machine(monkeypatch):
 
 
 def test_a_guarded_model_traces_like_a_fresh_one():
-    from gradviz.core import fit_guard
+    from gradviz.core.script import fit_guard
 
     path = SAMPLES / "transformer.py"
     script = load_script(path)
@@ -181,7 +181,7 @@ def test_check_meta_runs_the_registrys_structural_checks():
     """check --meta runs exactly the registry's checks that need no values (backward included: an
     in-place change is found on meta too) and names every other one as not run."""
     from gradviz.core.diagnosis.registry import CHECKS
-    from gradviz.core.meta_check import structural_check
+    from gradviz.core.diagnosis.meta_check import structural_check
 
     assert [f.code for f in structural_check(SAMPLES / "bugs" / "inplace.py").findings] == \
         ["inplace", "structure-only"]
@@ -198,7 +198,7 @@ def test_check_meta_runs_the_registrys_structural_checks():
 
 def test_check_meta_reaches_what_reentrant_checkpointing_recomputes(monkeypatch):
     monkeypatch.setenv("GRADVIZ_CORPUS", "checkpoint-reentrant")
-    from gradviz.core.meta_check import structural_check
+    from gradviz.core.diagnosis.meta_check import structural_check
 
     report = structural_check(ROOT / "tests" / "corpus" / "zoo.py")
     assert [f.code for f in report.findings] == ["structure-only"] and report.nodes > 5
@@ -206,8 +206,8 @@ def test_check_meta_reaches_what_reentrant_checkpointing_recomputes(monkeypatch)
 
 def test_meta_says_when_the_script_reads_values(tmp_path):
     """A line that reads values (.item()) cannot run on meta: the message says so and what to do."""
-    from gradviz.core.meta_check import structural_check
-    from gradviz.core.script import ScriptError
+    from gradviz.core.diagnosis.meta_check import structural_check
+    from gradviz.core.runtime.errors import ScriptError
 
     report = structural_check(SAMPLES / "bugs" / "item_loss.py")
     assert [f.code for f in report.findings] == ["script-error"]
@@ -226,7 +226,7 @@ def test_meta_trace_allocates_no_weights():
         "import resource, sys, types, torch, gradviz\n"
         "from pathlib import Path\n"
         "from torch import nn\n"
-        "from gradviz.core.script import ModelScript\n"
+        "from gradviz.core.script.load import ModelScript\n"
         "def script(width, depth):\n"
         "    m = types.ModuleType('big')\n"
         "    m.model = lambda: nn.Sequential(*[nn.Linear(width, width) for _ in range(depth)])\n"

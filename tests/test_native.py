@@ -12,10 +12,10 @@ import torch
 from torch import nn
 
 from gradviz.core import native
-from gradviz.core.nodenorms import NodeNormSampler
-from gradviz.core.script import load_script
-from gradviz.core.stepstats import StepStats
-from gradviz.core.walk import walk
+from gradviz.core.trace.nodenorms import NodeNormSampler
+from gradviz.core.script.load import load_script
+from gradviz.core.stats.steps import StepStats
+from gradviz.core.trace.walk import walk
 from conftest import ROOT, SAMPLES
 
 MISSING = -1.0
@@ -287,7 +287,7 @@ def test_watch_and_trainer_compile_nothing_by_default(tmp_path):
             "with gradviz.watch(m, sys.argv[1], every=1) as w:\n"
             "    for _ in range(3):\n"
             "        m(torch.randn(4, 3)).sum().backward(); w.step(1.0)\n"
-            "from gradviz.core.trainer import Trainer, TrainConfig\n"
+            "from gradviz.core.train.trainer import Trainer, TrainConfig\n"
             "Trainer(sys.argv[2], TrainConfig(device='cpu')).step()\n"
             "print(native.get() is None, native.status()['built'])\n")
     env = {k: v for k, v in os.environ.items() if k != "GRADVIZ_NATIVE"}

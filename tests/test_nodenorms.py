@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core.nodenorms import NodeNormSampler, hook_plan
-from gradviz.core.walk import walk
+from gradviz.core.trace.nodenorms import NodeNormSampler, hook_plan
+from gradviz.core.trace.walk import walk
 
 
 def _expected(nodes, root):

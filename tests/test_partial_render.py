@@ -7,8 +7,8 @@ import pytest
 
 import gradviz.render  # noqa: F401
 from gradviz.cli.main import main
-from gradviz.core.partial_trace import FAILED, trace_failure
-from gradviz.core.trace import trace
+from gradviz.core.trace.partial_trace import FAILED, trace_failure
+from gradviz.core.trace.tracer import trace
 from tests.conftest import ROOT, SAMPLES
 
 from PySide6.QtGui import QColor, QImage

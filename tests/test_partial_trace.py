@@ -6,8 +6,8 @@ import textwrap
 import networkx as nx
 import pytest
 
-from gradviz.core.partial_trace import FAILED, trace_failure
-from gradviz.core.trace import trace
+from gradviz.core.trace.partial_trace import FAILED, trace_failure
+from gradviz.core.trace.tracer import trace
 from tests.conftest import ROOT, line_of
 
 VIEWS = ROOT / "tests" / "scripts" / "views"
@@ -129,8 +129,8 @@ def test_library_model_failure_points_at_the_library_line(tmp_path):
 
 
 def test_a_script_that_exits_is_not_run_again(tmp_path):
-    from gradviz.core.partial_trace import failure_graph_for
-    from gradviz.core.script import ScriptError
+    from gradviz.core.trace.partial_trace import failure_graph_for
+    from gradviz.core.runtime.errors import ScriptError
 
     path = tmp_path / "exits.py"
     path.write_text(textwrap.dedent("""

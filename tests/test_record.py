@@ -19,7 +19,7 @@ from torch import nn
 
 from gradviz.core.record import RecordError, open_run, watch
 from gradviz.core.record.analysis import findings, run_findings
-from gradviz.core.record.rundata import load_run
+from gradviz.core.record.loading import load_run
 from gradviz.core.record.schema import SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +94,7 @@ def test_round_trip_every_field(tmp_path, order, accel):
 
 
 def test_node_norms_match_trace(tmp_path, accel):
-    import gradviz.core.trace as gtrace
+    import gradviz.core.trace.tracer as gtrace
 
     torch.manual_seed(0)
     model = Net()

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from gradviz.core.record import open_run
-from gradviz.core.record.rundata import summarize
+from gradviz.core.record.loading import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from torch import nn
 
-from gradviz.core import process_patches
-from gradviz.core.process_patches import BACKWARD_TAP, PATCHES, backward_dispatch
+from gradviz.core.runtime import process_patches
+from gradviz.core.runtime.process_patches import BACKWARD_TAP, PATCHES, backward_dispatch
 from gradviz.core.record import open_run, watch
 from gradviz.core.record import tap
 

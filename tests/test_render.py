@@ -8,8 +8,8 @@ import pytest
 
 import gradviz.render  # noqa: F401  (applies the PySide6 refcount workaround before any Qt call)
 from gradviz.cli.main import main
-from gradviz.core.colors import NAN_RGB, NO_GRAD_RGB, luminance
-from gradviz.core.trace import trace
+from gradviz.core.output.colors import NAN_RGB, NO_GRAD_RGB, luminance
+from gradviz.core.trace.tracer import trace
 
 from PySide6.QtCore import QRectF, Qt  # noqa: E402
 from PySide6.QtGui import QImage, QPainter  # noqa: E402
@@ -219,7 +219,7 @@ def test_dark_theme_png(graph, tmp_path, qapp):
 
 
 def test_collapsed_graph_renders(graph, tmp_path, qapp):
-    from gradviz.core.grouping import collapse
+    from gradviz.core.layout.grouping import collapse
     small = collapse(graph, depth=1)
     assert any(a.get("kind") == "group" for _, a in small.nodes(data=True))
     scene = make_scene(small, qapp)

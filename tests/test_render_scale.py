@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import gradviz.render  # noqa: F401  (applies the PySide6 refcount workaround before any Qt call)
-from gradviz.core.trace import trace
+from gradviz.core.trace.tracer import trace
 
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt  # noqa: E402
 from PySide6.QtGui import QImage, QPainter, QPainterPath, QTransform  # noqa: E402
@@ -500,7 +500,7 @@ def test_the_frames_item_lives_as_long_as_the_scene_even_after_parent_item(qtbot
     sequence, which checks the item stays and is replaced, never doubled, with a new graph)."""
     import gc
 
-    from gradviz.core.trace import trace
+    from gradviz.core.trace.tracer import trace
     from gradviz.render.frames import FrameItem
     from gradviz.render.scene import GraphScene
     from gradviz.render.style import layout_graph

@@ -7,7 +7,7 @@ import sys
 import torch
 from torch import nn
 
-from gradviz.core.sampled_grads import sampled_gradients
+from gradviz.core.diagnosis.sampled_grads import sampled_gradients
 
 
 def test_sampled_values_are_torch_gradients():
@@ -31,7 +31,7 @@ def test_peak_memory_is_the_gradients_in_flight():
     code = (
         "import resource, torch\n"
         "from torch import nn\n"
-        "from gradviz.core.sampled_grads import sampled_gradients\n"
+        "from gradviz.core.diagnosis.sampled_grads import sampled_gradients\n"
         "m = nn.Sequential(*[nn.Linear(2048, 2048) for _ in range(16)]).double()\n"
         "x = torch.randn(2, 2048, dtype=torch.float64)\n"
         "loss = m(x).sum()\n"

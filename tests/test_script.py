@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 import gradviz
-from gradviz.core.script import ScriptError, load_script
+from gradviz.core.script.load import ScriptError, load_script
 
 SCRIPTS = Path(__file__).parent / "scripts"
 

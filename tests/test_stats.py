@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from gradviz.core import stats as gstats
+from gradviz.core.stats import tensors as gstats
 
 
 def oracle(*tensors):
@@ -81,7 +81,7 @@ def test_big_gradient_costs_bounded_temporaries():
     now the peak grows by a few chunks only (measured in a fresh process)."""
     code = (
         "import resource, torch\n"
-        "from gradviz.core.stats import tensor_stats\n"
+        "from gradviz.core.stats.tensors import tensor_stats\n"
         "g = torch.randn(100_000_000)\n"
         "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
         "s = tensor_stats([g])\n"

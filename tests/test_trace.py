@@ -12,8 +12,8 @@ import torch
 from torch import nn
 
 import gradviz
-from gradviz.core.script import load_script
-from gradviz.core.trace import trace_run
+from gradviz.core.script.load import load_script
+from gradviz.core.trace.tracer import trace_run
 from tests.conftest import line_of
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -244,7 +244,7 @@ def test_module_norms_from_live_values_equal_a_fresh_module_table():
     """``ModuleNorms.compute(live)`` gives what ``module_table`` computes at trace time."""
     import math
 
-    from gradviz.core.modules import ModuleNorms, module_table
+    from gradviz.core.trace.modules import ModuleNorms, module_table
 
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Sequential(nn.Linear(8, 8), nn.Tanh()), nn.Linear(8, 1))
@@ -273,7 +273,7 @@ def test_module_norms_from_live_values_equal_a_fresh_module_table():
 def test_sparse_gradient_stats_are_those_of_the_dense_gradient():
     from torch import nn
 
-    import gradviz.core.trace as gtrace
+    import gradviz.core.trace.tracer as gtrace
 
     torch.manual_seed(0)
     emb, lin = nn.Embedding(20, 4, sparse=True), nn.Linear(4, 1)

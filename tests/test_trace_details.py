@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import gradviz
-from gradviz.core.details import DetailsError, node_details
-from gradviz.core.stats import STAT_KEYS
+from gradviz.core.trace.details import DetailsError, node_details
+from gradviz.core.stats.tensors import STAT_KEYS
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"

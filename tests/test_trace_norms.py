@@ -1,5 +1,5 @@
-"""The trace's fast paths compute what torch computes, to the bit: gradient norms (``core/grad_fill.py``),
-module paths (``core/capture.py``) and leaf detection (``core/walk.py``)."""
+"""The trace's fast paths compute what torch computes, to the bit: gradient norms (``core/trace/grad_fill.py``),
+module paths (``core/trace/capture.py``) and leaf detection (``core/trace/walk.py``)."""
 from __future__ import annotations
 
 import math
@@ -10,11 +10,11 @@ from torch import nn
 from torch.utils._pytree import tree_flatten
 
 import gradviz
-from gradviz.core import stats as gstats
-from gradviz.core.capture import _func_info, _func_name, _leaves
-from gradviz.core.grad_fill import Norms
-from gradviz.core.trace import trace_run
-from gradviz.core.walk import is_leaf, walk
+from gradviz.core.stats import tensors as gstats
+from gradviz.core.trace.capture import _func_info, _func_name, _leaves
+from gradviz.core.trace.grad_fill import Norms
+from gradviz.core.trace.tracer import trace_run
+from gradviz.core.trace.walk import is_leaf, walk
 
 
 def _norms_of(tensors: dict[str, torch.Tensor | None]) -> dict[str, tuple]:

@@ -1,4 +1,4 @@
-"""A trace runs its forward and backward with all cores but one (``core/trace_threads.py``) and gives
+"""A trace runs its forward and backward with all cores but one (``core/runtime/threads.py``) and gives
 the calling thread its torch thread count back, also when the script fails."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import pytest
 import torch
 
 import gradviz
-from gradviz.core.devices import training_threads
-from gradviz.core.script import ScriptError
-from gradviz.core.trace_threads import threads_for, trace_threads
+from gradviz.core.runtime.devices import training_threads
+from gradviz.core.runtime.errors import ScriptError
+from gradviz.core.runtime.threads import threads_for, trace_threads
 
 SCRIPT = """\
 import torch
@@ -92,7 +92,7 @@ def test_threads_option_checked_and_policy():
 
 
 def test_details_replay_runs_with_the_traces_thread_count(tmp_path, threads):
-    from gradviz.core.details import node_details
+    from gradviz.core.trace.details import node_details
 
     path = tmp_path / "net.py"
     path.write_text(SCRIPT.format(fail="", log=str(tmp_path / "threads.log")))

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import gradviz
-from gradviz.core.script import ScriptError, load_script
-from gradviz.core.trainer import NonFiniteLossError, TrainConfig, Trainer, lr_factor
+from gradviz.core.script.load import ScriptError, load_script
+from gradviz.core.train.trainer import NonFiniteLossError, TrainConfig, Trainer, lr_factor
 
 from conftest import ROOT, SAMPLES
 
@@ -229,7 +229,7 @@ def _cli(*args, env=None):
 def test_training_threads_leave_a_core_free_or_follow_omp_num_threads(monkeypatch):
     """The window's and gradviz train's policy: OMP_NUM_THREADS when set, else every core this
     process may use but one (torch's default takes all: with one busy, its workers spin)."""
-    from gradviz.core import devices
+    from gradviz.core.runtime import devices
 
     monkeypatch.setattr(devices, "_cores", lambda: 8)
     monkeypatch.setattr(devices, "_TORCH_DEFAULT_THREADS", 8)
@@ -286,7 +286,7 @@ def test_rows_one_by_one_equal_batch_columns_and_torch(clip):
     """Trainer.step's StepRows read one by one, or converted in one batch (the training
     worker), hold the same numbers, and those are torch's."""
     from gradviz.app.training.worker import rows_to_columns
-    from gradviz.core.stepstats import StepRow
+    from gradviz.core.stats.steps import StepRow
 
     cfg = TrainConfig(device="cpu", seed=0, node_sample_interval_s=None, max_grad_norm=clip, update_ratio_every=2)
     tr = Trainer(str(SAMPLES / "mlp_digits.py"), cfg)

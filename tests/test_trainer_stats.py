@@ -12,10 +12,10 @@ import torch
 from torch import nn
 
 import gradviz
-from gradviz.core.nodenorms import NodeNormSampler, node_ids_for, prepare_inputs
-from gradviz.core.script import load_script
-from gradviz.core.stepstats import StepStats
-from gradviz.core.walk import walk
+from gradviz.core.trace.nodenorms import NodeNormSampler, node_ids_for, prepare_inputs
+from gradviz.core.script.load import load_script
+from gradviz.core.stats.steps import StepStats
+from gradviz.core.trace.walk import walk
 
 from conftest import SAMPLES
 
@@ -196,7 +196,7 @@ def test_node_sampler_removes_hooks_and_frees_graph():
 
 def test_node_ids_for_matches_trace_numbering():
     script = load_script(SAMPLES / "mlp_digits.py")
-    run = gradviz.core.trace.trace_run(script, step=0, seed=0)
+    run = gradviz.core.trace.tracer.trace_run(script, step=0, seed=0)
     nodes, _ = walk([run.loss.grad_fn])
     params = {id(p): n for n, p in run.model.named_parameters()}
     inputs = {id(t): i for i, t in enumerate(run.inputs)}

@@ -20,11 +20,11 @@ import torch.nn.functional as F
 from torch import nn
 
 import gradviz
-from gradviz.core.adaptive_clip import AdaptiveClip, adaptive_clip_
-from gradviz.core.label_smoothing import LabelSmoothing
-from gradviz.core.script import ScriptError, load_script
-from gradviz.core.stepstats import StepStats, step_columns
-from gradviz.core.trainer import TrainConfig, Trainer
+from gradviz.core.stats.adaptive_clip import AdaptiveClip, adaptive_clip_
+from gradviz.core.train.label_smoothing import LabelSmoothing
+from gradviz.core.script.load import ScriptError, load_script
+from gradviz.core.stats.steps import StepStats, step_columns
+from gradviz.core.train.trainer import TrainConfig, Trainer
 
 from conftest import ROOT, SAMPLES
 
@@ -56,7 +56,7 @@ def _model_with_grads(seed: int = 0) -> nn.Module:
 @pytest.mark.parametrize("factor", [0.01, 0.1, 1e6])
 def test_adaptive_clip_equals_the_reference(granularity, factor, path, monkeypatch):
     """Both ways of clipping: numpy on views of CPU float tensors, torch for any other tensor."""
-    from gradviz.core import adaptive_clip
+    from gradviz.core.stats import adaptive_clip
 
     if path == "torch":
         monkeypatch.setattr(adaptive_clip, "_host_viewable", lambda g, w: False)
@@ -75,7 +75,7 @@ def test_adaptive_clip_equals_the_reference(granularity, factor, path, monkeypat
 @pytest.mark.parametrize("path", ["host", "torch"])
 def test_unitwise_clip_of_a_convolution_is_per_output_channel(path, monkeypatch):
     """NFNets' unit-wise ratio on a conv weight (O, I, kH, kW): one norm per output channel."""
-    from gradviz.core import adaptive_clip
+    from gradviz.core.stats import adaptive_clip
 
     if path == "torch":
         monkeypatch.setattr(adaptive_clip, "_host_viewable", lambda g, w: False)
@@ -98,7 +98,7 @@ def test_unitwise_clip_of_a_convolution_is_per_output_channel(path, monkeypatch)
 def test_adaptive_clip_keeps_a_nan_gradient_non_finite(path, monkeypatch):
     """A NaN gradient is not hidden by clipping (it stays NaN, the step's statistics count it);
     the other gradients are clipped as usual."""
-    from gradviz.core import adaptive_clip
+    from gradviz.core.stats import adaptive_clip
 
     if path == "torch":
         monkeypatch.setattr(adaptive_clip, "_host_viewable", lambda g, w: False)
@@ -135,7 +135,7 @@ def test_adaptive_clip_keeps_none_and_refuses_bad_settings():
 def test_step_stats_rows_show_the_clipped_norms(strategy, max_norm, path, monkeypatch):
     """Pre-clip norms stay what backward gave; post-clip norms are those of the gradients the
     optimizer gets (adaptive clip, then clip_grad_norm_ of what it left)."""
-    from gradviz.core import adaptive_clip
+    from gradviz.core.stats import adaptive_clip
 
     if path == "torch":
         monkeypatch.setattr(adaptive_clip, "_host_viewable", lambda g, w: False)

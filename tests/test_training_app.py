@@ -221,7 +221,7 @@ def test_inspector_follows_the_selected_node_while_training(qtbot, win):
 def test_trainer_detail_equals_torch():
     """The statistics a sampled step reports for one node equal torch's on the same step."""
     import torch
-    from gradviz.core.trainer import TrainConfig, Trainer
+    from gradviz.core.train.trainer import TrainConfig, Trainer
 
     trainer = Trainer(str(MLP), TrainConfig(node_sample_every=1, seed=0))
     trainer.detail_node = "param:fc1.weight"
@@ -229,7 +229,7 @@ def test_trainer_detail_equals_torch():
         row = trainer.step()
     detail = row.node_detail
     # replay the same three steps in plain torch: same seed, same batches, same optimizer
-    from gradviz.core.script import load_script
+    from gradviz.core.script.load import load_script
 
     script = load_script(MLP)
     torch.manual_seed(0)
@@ -253,7 +253,7 @@ def test_training_leaves_a_core_to_the_window(qtbot, win):
     torch its thread count back."""
     import torch
 
-    from gradviz.core.devices import training_threads
+    from gradviz.core.runtime.devices import training_threads
 
     before = torch.get_num_threads()
     panel = win.training_panel

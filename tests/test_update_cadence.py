@@ -1,7 +1,7 @@
 """The update-ratio cadence shared by the Trainer and watch()."""
 import math
 
-from gradviz.core.update_cadence import REPLAN_EVERY, UPDATE_BUDGET, WARMUP_STEPS, UpdateCadence
+from gradviz.core.stats.update_cadence import REPLAN_EVERY, UPDATE_BUDGET, WARMUP_STEPS, UpdateCadence
 
 
 def _feed(c: UpdateCadence, step_s: float, update_s: float, steps: int) -> list[int]:

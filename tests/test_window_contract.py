@@ -122,7 +122,7 @@ def test_a_new_document_replaces_everything_and_mutes_the_old(qtbot, window):
 def test_the_gc_guard_is_a_registered_process_patch(qtbot, window):
     import gc
 
-    from gradviz.core.process_patches import PATCHES
+    from gradviz.core.runtime.process_patches import PATCHES
 
     patch = PATCHES["gui-thread-gc"]
     assert patch.installed and not gc.isenabled() and "GUI thread" in patch.why

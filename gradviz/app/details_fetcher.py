@@ -44,7 +44,7 @@ class DetailsFetcher:
         self.pending = {nid}   # a newer selection supersedes the older one (the lane drops it)
 
         def job(ctx):
-            from gradviz.core.details import node_details
+            from gradviz.core.trace.details import node_details
 
             ctx.phase("computing node details")
             return node_details(graph, [nid])

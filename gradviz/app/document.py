@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 import networkx as nx
 
-from gradviz.core.grouping import group_of
-from gradviz.core.modules import prefixes
+from gradviz.core.layout.grouping import group_of
+from gradviz.core.trace.modules import prefixes
 
 Listener = Callable[["Document", str, dict], None]
 STATUSES = ("empty", "loading", "ready", "failed")
@@ -197,7 +197,7 @@ class Document:
     def update_node_stats(self, nid: str, grad: dict | None, value: dict | None = None) -> bool:
         """New gradient (and value) statistics for a node, e.g. from a training step;
         False when the node is unknown. The full graph and the shown view both follow."""
-        from gradviz.core.stats import prefixed
+        from gradviz.core.stats.tensors import prefixed
 
         if self.graph is None or nid not in self.graph:
             return False
@@ -304,7 +304,7 @@ class Document:
             return None
         if self._range is not None:
             return self._range
-        from gradviz.core.colors import auto_range
+        from gradviz.core.output.colors import auto_range
 
         values = [a.get("grad_norm") for _, a in self.graph.nodes(data=True) if a.get("kind") != "loss"]
         values = [v for v in values if v is not None and math.isfinite(v) and v > 0]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from gradviz.core.script import ScriptError
+from gradviz.core.runtime.errors import ScriptError
 
 log = logging.getLogger(__name__)
 

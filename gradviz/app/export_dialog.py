@@ -14,7 +14,7 @@ from pathlib import Path
 from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDialog, QDialogButtonBox, QFileDialog,
                                QFormLayout, QLabel, QMessageBox, QRadioButton, QVBoxLayout, QWidget)
 
-from gradviz.core.formatting import number
+from gradviz.core.runtime.formatting import number
 from gradviz.render.formats import IMAGE_FORMATS, FORMATS, ExportError, ExportResult, ImageOptions, export_scene
 from gradviz.render.image_export import cap_limit, make_page, png_scale
 

@@ -37,7 +37,7 @@ def choose_grouping(graph: nx.DiGraph, size: tuple[float, float] | None, max_box
     in a window too small for any of them to be legible, the deepest one that is nearly as
     large on screen as the overview (``NEAR_OVERVIEW``): folding boxes that gain nothing in
     size would only hide the graph."""
-    from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+    from gradviz.core.layout.grouping import auto_depth, collapse, expanded_to_depth
 
     def view_at(depth: int) -> tuple[set[str], nx.DiGraph, Any]:
         expanded = expanded_to_depth(graph, depth)

@@ -1,7 +1,7 @@
 """What a user can do with a fold box ("Block × 200"): draw all its repeats, some of them
 (one, or a range like 10-20), or open one repeat to see inside it.
 
-Each is a new ``expanded`` set for the session (``core/folding.py``'s ``unfold:`` entries
+Each is a new ``expanded`` set for the session (``core/layout/folding.py``'s ``unfold:`` entries
 and module paths), laid out off the UI thread like any other expand.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Iterable
 from PySide6.QtWidgets import QInputDialog, QMenu
 
 from gradviz.app.document import Document
-from gradviz.core.folding import parse_range, unfold_markers
+from gradviz.core.layout.folding import parse_range, unfold_markers
 
 
 def unfold(session, doc: Document, fold: dict, which: str | Iterable[int] = "all") -> None:

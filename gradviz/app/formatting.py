@@ -1,10 +1,10 @@
-"""The panels' names for the one number and shape formatter (``gradviz.core.formatting``),
+"""The panels' names for the one number and shape formatter (``gradviz.core.runtime.formatting``),
 and the style of alarming text (no Qt)."""
 from __future__ import annotations
 
 from typing import Any
 
-from gradviz.core.formatting import duration, number, shape_text
+from gradviz.core.runtime.formatting import duration, number, shape_text
 
 __all__ = ["num", "short_num", "count", "shape", "seconds", "alarm_css"]
 

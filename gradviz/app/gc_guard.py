@@ -9,7 +9,7 @@ window lives, automatic collection is off and a timer in the GUI thread collects
 instead, by the same generation thresholds Python would use (the usual PyQt remedy).
 
 Turning automatic collection off is a process-wide change: it is the ``gui-thread-gc``
-patch of ``gradviz/core/process_patches.py`` (why, install, uninstall), installed when the
+patch of ``gradviz/core/runtime/process_patches.py`` (why, install, uninstall), installed when the
 first window starts its collector and undone when the last one stops.
 """
 from __future__ import annotations
@@ -19,15 +19,15 @@ import time
 
 from PySide6.QtCore import QObject, QTimer
 
-from gradviz.core.gc_pause import pause_requested
-from gradviz.core.process_patches import GC_IN_GUI_THREAD
+from gradviz.core.runtime.gc_pause import pause_requested
+from gradviz.core.runtime.process_patches import GC_IN_GUI_THREAD
 
 __all__ = ["GuiThreadCollector"]
 
 INTERVAL_MS = 250
 MAX_WAIT_S = 2.0
 FULL_EVERY_S = 60.0      # a full collection stalls the window (~150 ms with torch loaded)
-# while a trace asks for a pause (core/gc_pause.py), only this many net allocations make the timer collect
+# while a trace asks for a pause (core/runtime/gc_pause.py), only this many net allocations make the timer collect
 PAUSED_CEILING = 200_000
 
 

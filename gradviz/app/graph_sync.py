@@ -23,8 +23,8 @@ from gradviz.app.search_bar import SearchBar
 from gradviz.app.session import Session
 from gradviz.app.status_bar import StatusBar
 from gradviz.app.graph_view import GraphView
-from gradviz.core.colors import LogColorScale
-from gradviz.core.layout import Layout
+from gradviz.core.output.colors import LogColorScale
+from gradviz.core.layout.types import Layout
 from gradviz.render.scene import GraphScene
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,10 @@
-"""The inspector's structure rows: memory estimates (``core/memory.py``), fold boxes'
+"""The inspector's structure rows: memory estimates (``core/trace/memory.py``), fold boxes'
 repeats, and what a graph without values (a meta-device trace) cannot show."""
 from __future__ import annotations
 
 import math
 
-from gradviz.core.formatting import byte_size, number
+from gradviz.core.runtime.formatting import byte_size, number
 
 META_TEXT = "structure only (meta device): no values"
 

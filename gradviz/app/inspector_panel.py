@@ -9,7 +9,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFormLayout, QFrame, QGroupBox
                                QScrollArea, QSizePolicy, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from gradviz.app.formatting import alarm_css, count, num, shape
-from gradviz.core.sharding import fmt_layout
+from gradviz.core.stats.sharding import fmt_layout
 from gradviz.app import inspector_memory as mem
 from gradviz.app.histogram import Histogram
 from gradviz.app.theme import palette_theme
@@ -310,7 +310,7 @@ class InspectorPanel(QScrollArea):
         self.saved_box.hide()
 
     def _show_saved(self, saved: list[dict], stats: list[dict] | None = None) -> None:
-        """What the node saved for backward; ``stats`` (computed on demand: ``core/details.py``) adds
+        """What the node saved for backward; ``stats`` (computed on demand: ``core/trace/details.py``) adds
         each tensor's norm and range."""
         values = {e.get("name"): e for e in stats or []}
         self.saved.setRowCount(len(saved))

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.runtime.errors import GradvizError
 
 log = logging.getLogger(__name__)
 

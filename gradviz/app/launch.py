@@ -76,7 +76,7 @@ def quiet_offscreen_notices() -> None:
 
 
 def save_atomically(image, path: str | Path) -> None:
-    from gradviz.core.atomic import atomic_write
+    from gradviz.core.runtime.atomic import atomic_write
 
     fmt = (Path(path).suffix[1:] or "png").upper()
 
@@ -101,7 +101,7 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
 
     from gradviz.app.error_panel import ExceptHook
     from gradviz.app.main_window import MainWindow
-    from gradviz.core.gc_pause import started
+    from gradviz.core.runtime.gc_pause import started
 
     started()      # torch, Qt and the window's modules are in: freeze them (the window then collects itself)
     window = MainWindow()
@@ -138,7 +138,7 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
 
 def log_first_graph(window) -> None:
     """Log (``-v``) when the first graph is on screen, counted from the process's start."""
-    from gradviz.core.launch_clock import seconds_since_launch
+    from gradviz.core.runtime.launch_clock import seconds_since_launch
 
     def shown() -> None:
         window.graphShown.disconnect(shown)

@@ -2,7 +2,7 @@
 
 The dialog asks what ``gradviz PACKAGE.MODULE:CALLABLE --input SHAPE --loss ... --weights FILE``
 asks on the command line, shows what gradviz will invent (inputs, loss) as it is typed, and
-opens the model script ``gradviz.core.generated.model_source`` writes for it: tracing, reload
+opens the model script ``gradviz.core.script.generated.model_source`` writes for it: tracing, reload
 and recent files are then those of any script. The status bar says what was invented.
 
 Opening a ``.pt2`` file (File ▸ Open, drag and drop, the command line) opens the program with the
@@ -21,10 +21,10 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog
                                QLineEdit, QPushButton, QSpinBox, QWidget)
 
 from gradviz.app.contract import Opener, PanelHost
-from gradviz.core.checkpoints import PROGRAM_SUFFIXES, WEIGHT_SUFFIXES
-from gradviz.core.factory import Invented, is_callable_spec, parse_input, parse_loss
-from gradviz.core.generated import model_source
-from gradviz.core.script import ScriptError
+from gradviz.core.script.checkpoints import PROGRAM_SUFFIXES, WEIGHT_SUFFIXES
+from gradviz.core.script.factory import Invented, is_callable_spec, parse_input, parse_loss
+from gradviz.core.script.generated import model_source
+from gradviz.core.runtime.errors import ScriptError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from PySide6.QtGui import QColor, QFont, QPixmap, QStandardItem, QStandardItemMo
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLineEdit, QTreeView, QVBoxLayout, QWidget
 
 from gradviz.app.formatting import count, num, short_num
-from gradviz.core.modules import ModuleNorms
+from gradviz.core.trace.modules import ModuleNorms
 
 PATH_ROLE = Qt.UserRole + 1
 COLUMNS = ["module", "type", "params", "grad norm"]

@@ -40,7 +40,7 @@ class Session(QObject):
         self._phases: dict[str, str] = {}
         self._after_view: list[Callable[[], None]] = []
         # True: structure only (meta device); False: always with values; None: structure only
-        # when the model would not fit in memory (core/meta.py)
+        # when the model would not fit in memory (core/script/meta.py)
         self.meta: bool | None = None
 
     # -- the current document ------------------------------------------------------
@@ -154,8 +154,8 @@ def trace_job(path: Path, fit: tuple[float, float] | None = None, expanded: set[
     (``app/details_fetcher.py``). ``meta``: see ``Session.meta``.
     """
     def job(ctx: JobContext) -> TraceResult:
-        from gradviz.core.script import ScriptError, load_script
-        from gradviz.core.trace import trace
+        from gradviz.core.script.load import ScriptError, load_script
+        from gradviz.core.trace.tracer import trace
 
         timings: dict[str, float] = {}
         ctx.phase("loading script")
@@ -189,8 +189,8 @@ def choose_meta(ctx: JobContext, script, meta: bool | None):
     model is built under a memory guard and, if it would not fit, traced structure-only."""
     if meta is not None:
         return script, None, meta, ""
-    from gradviz.core.fit_guard import TooBig, build_within_memory
-    from gradviz.core.meta import estimate
+    from gradviz.core.script.fit_guard import TooBig, build_within_memory
+    from gradviz.core.script.meta import estimate
 
     try:
         return script, build_within_memory(script), False, ""
@@ -212,8 +212,8 @@ def graph_job(path: Path | None, graph, fit: tuple[float, float] | None = None, 
 
 def _first_view(ctx: JobContext, graph, fit, expanded) -> tuple[float, ViewResult]:
     """(seconds, the view): ``expanded`` if given, else the first view that fits ``fit``."""
-    from gradviz.core.folding import UNFOLD
-    from gradviz.core.grouping import collapse
+    from gradviz.core.layout.folding import UNFOLD
+    from gradviz.core.layout.grouping import collapse
 
     t0 = time.perf_counter()
     ctx.phase("grouping")
@@ -240,7 +240,7 @@ def view_job(graph, expanded: set[str]):
     expanded = set(expanded)
 
     def job(ctx: JobContext) -> ViewResult:
-        from gradviz.core.grouping import collapse
+        from gradviz.core.layout.grouping import collapse
 
         t0 = time.perf_counter()
         ctx.phase("grouping")

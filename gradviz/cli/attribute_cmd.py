@@ -54,9 +54,9 @@ def _fail(message: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gradviz.core.attribution import AttributionError, attribute
-    from gradviz.core.attribution_paths import read_baseline
-    from gradviz.core.errors import GradvizError
+    from gradviz.core.attribution.attribute import AttributionError, attribute
+    from gradviz.core.attribution.paths import read_baseline
+    from gradviz.core.runtime.errors import GradvizError
 
     out = Path(args.output) if args.output else None
     if out is not None:
@@ -110,7 +110,7 @@ def _thread_policy(device: str | None):
     count is put back after: run in-process (tests, notebooks) it must not change other work."""
     import torch
 
-    from gradviz.core.devices import training_threads
+    from gradviz.core.runtime.devices import training_threads
 
     before = torch.get_num_threads()
     if device is None or str(device).startswith("cpu"):
@@ -129,7 +129,7 @@ def _int(text: str) -> int | None:
 
 
 def _write_json(result, out: Path) -> None:
-    from gradviz.core.atomic import atomic_write
+    from gradviz.core.runtime.atomic import atomic_write
 
     text = json.dumps(result.to_json(), allow_nan=False)
     atomic_write(out, lambda tmp: Path(tmp).write_text(text))
@@ -139,7 +139,7 @@ def report(result) -> str:
     """A short text report: the completeness check and the top elements of each input."""
     import numpy as np
 
-    from gradviz.core.attribution_figure import header
+    from gradviz.core.attribution.figure import header
 
     title, subtitle = header(result)
     lines = [title, "  " + subtitle]

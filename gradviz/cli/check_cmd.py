@@ -82,7 +82,7 @@ def format_report(report, name: str | None = None, gradcheck: bool = True) -> st
 
 def run(args) -> int:
     from gradviz.core.diagnosis.checklist import check_report
-    from gradviz.core.script import ScriptError, load_script
+    from gradviz.core.script.load import ScriptError, load_script
 
     try:
         script = load_script(args.script)
@@ -90,7 +90,7 @@ def run(args) -> int:
         script = None   # check_report reports it as a script-error finding
     choice = choose_meta(args, script, "gradviz check") if script is not None else None
     if choice is not None and choice.meta:
-        from gradviz.core.meta_check import structural_check
+        from gradviz.core.diagnosis.meta_check import structural_check
 
         report = structural_check(choice.script, choice.model)
     else:

@@ -50,7 +50,7 @@ def _exec_line() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gradviz.core.atomic import atomic_write
+    from gradviz.core.runtime.atomic import atomic_write
     from gradviz.resources import share
 
     home = _data_home()

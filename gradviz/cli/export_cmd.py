@@ -51,7 +51,7 @@ def _depth(graph, collapse: str | None) -> int | None:
     if collapse is None:
         return None
     if collapse == "auto":
-        from gradviz.core.grouping import auto_depth
+        from gradviz.core.layout.grouping import auto_depth
         return auto_depth(graph)
     return int(collapse)
 
@@ -59,7 +59,7 @@ def _depth(graph, collapse: str | None) -> int | None:
 def _marks(script: str):
     """The health checklist's marks, and a one-line summary of what it found."""
     from gradviz.core.diagnosis import check
-    from gradviz.core.marks import marks_from_findings
+    from gradviz.core.output.marks import marks_from_findings
 
     findings = check(script)
     counts = {s: sum(f.severity == s for f in findings) for s in ("error", "warning", "info")}
@@ -70,14 +70,14 @@ def _marks(script: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    from gradviz.core.gc_pause import gc_paused
+    from gradviz.core.runtime.gc_pause import gc_paused
 
     with gc_paused():   # one command, then exit: the graph's live objects are never worth re-scanning
         return _run(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from gradviz.core.script import ScriptError
+    from gradviz.core.runtime.errors import ScriptError
     from gradviz.render.formats import ExportError, ImageOptions, check_target, export_graph
 
     out = Path(args.output)
@@ -93,8 +93,8 @@ def _run(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     try:
-        from gradviz.core.script import load_script
-        from gradviz.core.trace import trace
+        from gradviz.core.script.load import load_script
+        from gradviz.core.trace.tracer import trace
 
         script = load_script(args.script)
         choice = choose_meta(args, script, "gradviz export")

@@ -55,7 +55,7 @@ def format_report(script: str, report) -> str:
 
 def run(args) -> int:
     from gradviz.core.diagnosis.gradcheck import gradcheck_script
-    from gradviz.core.script import ScriptError
+    from gradviz.core.runtime.errors import ScriptError
 
     try:
         report = gradcheck_script(args.script, params=args.params or None,
@@ -72,7 +72,7 @@ def run(args) -> int:
         print(f"gradviz gradcheck: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        from gradviz.core.formatting import json_safe
+        from gradviz.core.runtime.formatting import json_safe
         print(json.dumps(json_safe({"script": args.script, **report.to_dict()}), indent=2), file=out())
     else:
         print(format_report(getattr(args, "model_name", None) or args.script, report), file=out())

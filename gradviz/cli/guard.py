@@ -26,10 +26,10 @@ import sys
 import threading
 from typing import Callable, Iterator, TextIO
 
-from gradviz.core.errors import GradvizError
-from gradviz.core.interrupts import (Interrupted, Stopped, TimedOut, describe_exception, on_script_start,
+from gradviz.core.runtime.errors import GradvizError
+from gradviz.core.runtime.interrupts import (Interrupted, Stopped, TimedOut, describe_exception, on_script_start,
                                      where_user_code_is)
-from gradviz.core.locations import user_frame_of
+from gradviz.core.runtime.locations import user_frame_of
 
 log = logging.getLogger(__name__)
 

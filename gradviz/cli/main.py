@@ -14,7 +14,7 @@ import sys
 from gradviz.cli.display import prepare_display
 from gradviz.cli.meta_flag import add_meta_argument
 from gradviz.cli.options import USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
-from gradviz.core.errors import GradvizError
+from gradviz.core.runtime.errors import GradvizError
 
 SUBCOMMANDS = {
     "export": "gradviz.cli.export_cmd",
@@ -93,10 +93,10 @@ def run_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """The ``gradviz`` command. Called as the process's entry (``argv`` None), it also holds the
-    cycle collector while gradviz starts (``core/gc_pause.py``) and skips the interpreter's last
+    cycle collector while gradviz starts (``core/runtime/gc_pause.py``) and skips the interpreter's last
     garbage collection (see ``_skip_final_collection``)."""
     if argv is None:
-        from gradviz.core.gc_pause import hold_while_starting, started
+        from gradviz.core.runtime.gc_pause import hold_while_starting, started
 
         hold_while_starting()
         try:

@@ -3,7 +3,7 @@
 ``--meta`` traces structure only on the meta device (shapes, modules, source lines,
 memory estimates; no values). Without either flag a model whose weights and gradients
 would not fit in this machine's memory is traced that way automatically, with a note on
-stderr saying so (a build that outgrows the memory is stopped early: ``core/fit_guard.py``);
+stderr saying so (a build that outgrows the memory is stopped early: ``core/script/fit_guard.py``);
 ``--no-meta`` never switches.
 """
 from __future__ import annotations
@@ -32,12 +32,12 @@ class MetaChoice:
 
 def choose_meta(args: argparse.Namespace, script, prog: str) -> MetaChoice:
     """What ``args.meta`` asks for; with no flag, build the model for real under a memory guard
-    (``core/fit_guard.py``) and, if it would not fit, measure it on the meta device and trace its
+    (``core/script/fit_guard.py``) and, if it would not fit, measure it on the meta device and trace its
     structure instead (printing why on stderr)."""
     if args.meta is not None:
         return MetaChoice(bool(args.meta), script)
-    from gradviz.core.fit_guard import TooBig, build_within_memory
-    from gradviz.core.meta import estimate
+    from gradviz.core.script.fit_guard import TooBig, build_within_memory
+    from gradviz.core.script.meta import estimate
 
     try:
         return MetaChoice(False, script, build_within_memory(script))

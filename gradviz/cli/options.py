@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.runtime.errors import GradvizError
 
 __all__ = ["USER_CODE_COMMANDS", "UsageError", "add_common_options", "prepare", "configure_logging"]
 
@@ -40,7 +40,7 @@ def add_common_options(parser: argparse.ArgumentParser, runs_user_code: bool, op
 
 
 def add_model_options(parser: argparse.ArgumentParser) -> None:
-    """A model without a script: SCRIPT may be PACKAGE.MODULE:CALLABLE or a .pt2 program (core/factory.py)."""
+    """A model without a script: SCRIPT may be PACKAGE.MODULE:CALLABLE or a .pt2 program (core/script/factory.py)."""
     group = parser.add_argument_group(
         "a model without a script", "SCRIPT may also be PACKAGE.MODULE:CALLABLE (called with no arguments to "
         "build the model) or a torch.export program (.pt2); gradviz then invents the inputs and the loss")
@@ -102,7 +102,7 @@ def resolve_model(args: argparse.Namespace) -> str | None:
     script = getattr(args, "script", None)
     if not isinstance(script, str) or not hasattr(args, "input"):
         return None
-    from gradviz.core.generated import model_source
+    from gradviz.core.script.generated import model_source
 
     args.script, note = model_source(script, args.input, args.loss, args.weights)
     args.model_note = note

@@ -11,7 +11,7 @@ from typing import Any
 
 
 def export_failure(error: BaseException, args: Any, out: Path) -> None:
-    from gradviz.core.partial_trace import failure_graph_for
+    from gradviz.core.trace.partial_trace import failure_graph_for
     from gradviz.render.formats import ExportError, ImageOptions, export_graph
 
     graph = failure_graph_for(error, args.script, step=args.step, device=args.device)

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         print("usage: gradviz runs show RUN [--json] | gradviz runs diff A B [--json]", file=sys.stderr)
         return 2
     from gradviz.core.record.reader import open_ranks
-    from gradviz.core.record.rundata import summarize
+    from gradviz.core.record.loading import summarize
     from gradviz.core.record.schema import RecordError
 
     try:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _fmt(x) -> str:
-    from gradviz.core.formatting import number
+    from gradviz.core.runtime.formatting import number
 
     return number(x, none="-")
 

@@ -42,7 +42,7 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 def _fmt(x) -> str:
-    from gradviz.core.formatting import number
+    from gradviz.core.runtime.formatting import number
 
     return number(x, none="-")
 

@@ -13,7 +13,7 @@ import time
 
 from gradviz.cli import guard
 from gradviz.cli.options import UsageError
-from gradviz.core.interrupts import Interrupted
+from gradviz.core.runtime.interrupts import Interrupted
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -78,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
     # contract, kept beside the loop that fills it
     import torch
 
-    from gradviz.core.devices import training_threads
-    from gradviz.core.script import load_script  # a ScriptError goes to the CLI's guard: message + JSON
-    from gradviz.core.trainer import NonFiniteLossError, TrainConfig, Trainer
+    from gradviz.core.runtime.devices import training_threads
+    from gradviz.core.script.load import load_script  # a ScriptError goes to the CLI's guard: message + JSON
+    from gradviz.core.train.trainer import NonFiniteLossError, TrainConfig, Trainer
 
     out = guard.out()   # the real stdout: the script's own prints go to stderr
     try:

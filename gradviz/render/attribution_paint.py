@@ -12,8 +12,8 @@ import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QImage, QPainter, QPen
 
-from gradviz.core.attribution import AttributionResult
-from gradviz.core.attribution_figure import (Section, color_limit, diverging_rgb, header, sections,
+from gradviz.core.attribution.attribute import AttributionResult
+from gradviz.core.attribution.figure import (Section, color_limit, diverging_rgb, header, sections,
                                              sequential_rgb)
 from gradviz.render import style
 
@@ -230,7 +230,7 @@ def render_image(result: AttributionResult, example: int | None = 0, width: floa
 
 def save_png(result: AttributionResult, path, example: int | None = 0, scale: float = 2.0,
              theme: str = "light") -> None:
-    from gradviz.core.atomic import ExportError, atomic_write
+    from gradviz.core.runtime.atomic import ExportError, atomic_write
 
     img = render_image(result, example, scale=scale, theme=theme)
 

@@ -18,8 +18,8 @@ import numpy as np
 from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QPainterPath, QPolygonF
 
-from gradviz.core.formatting import shape_text
-from gradviz.core.layout import Layout
+from gradviz.core.runtime.formatting import shape_text
+from gradviz.core.layout.types import Layout
 from gradviz.render import style
 from gradviz.render.items import EdgeBatch
 from gradviz.render.tiles import kd_chunks
@@ -80,7 +80,7 @@ def build_edges(scene: "GraphScene", graph: nx.DiGraph, layout: Layout) -> None:
     entries.sort(key=lambda e: e[0])
     seen_labels: set[tuple] = set()
     solid: list[Part] = []
-    dashed: list[Part] = []     # cut branches (core/cut_branches.py): drawn whole, never split
+    dashed: list[Part] = []     # cut branches (core/trace/cut_branches.py): drawn whole, never split
     long_ends: list[tuple[float, float, float, float]] = []
     for _, u, v, pts, attrs in entries:
         path = edge_path(pts)

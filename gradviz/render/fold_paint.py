@@ -1,4 +1,4 @@
-"""How a fold box ("Block × 200", ``core/folding.py``) is drawn: a group box on a stack of
+"""How a fold box ("Block × 200", ``core/layout/folding.py``) is drawn: a group box on a stack of
 cards, its repeats' paths and node count, and a sparkline of each repeat's gradient norm.
 
 The sparkline is on a log scale (gradient norms span decades), left = first repeat in
@@ -13,7 +13,7 @@ import math
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
 
-from gradviz.core.formatting import number
+from gradviz.core.runtime.formatting import number
 
 FOLD_H = 86.0           # header band, a text line, the sparkline
 FOLD_MIN_W = 230.0

@@ -1,6 +1,6 @@
 """The export table: one entry per file extension. A new format is one new entry.
 
-Data formats (.json .graphml .dot) are written from the graph by ``gradviz.core.export``
+Data formats (.json .graphml .dot) are written from the graph by ``gradviz.core.output.export``
 without Qt; images (.svg .png .pdf) are drawn from a ``GraphScene`` by
 ``gradviz.render.image_export``, which loads Qt only when it draws. ``export_graph`` is
 the headless path (the CLI: a graph, perhaps collapsed, with diagnosis marks);
@@ -16,9 +16,9 @@ from typing import Callable
 
 import networkx as nx
 
-from gradviz.core import export as data
-from gradviz.core.atomic import ExportError
-from gradviz.core.marks import Marks
+from gradviz.core.output import export as data
+from gradviz.core.runtime.atomic import ExportError
+from gradviz.core.output.marks import Marks
 from gradviz.render import image_export as image
 from gradviz.render.image_export import ExportResult, ImageOptions
 
@@ -74,7 +74,7 @@ def export_graph(graph: nx.DiGraph, path: str | os.PathLike, collapse_depth: int
     target, fmt = check_target(path)
     opts = options or ImageOptions()
     if collapse_depth is not None:
-        from gradviz.core.grouping import collapse
+        from gradviz.core.layout.grouping import collapse
         graph = collapse(graph, depth=collapse_depth)
     if fmt.image:
         scene = image.scene_for(graph, marks, theme=opts.theme)

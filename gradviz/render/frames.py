@@ -17,7 +17,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
-from gradviz.core.modules import prefixes
+from gradviz.core.trace.modules import prefixes
 from gradviz.render import frame_shapes as shapes
 from gradviz.render import style
 from gradviz.render.far_labels import MIN_SCREEN_W, paint_far_label

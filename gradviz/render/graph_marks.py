@@ -1,6 +1,6 @@
 """Marks that belong to the graph itself (not to a health check): the dashed edges of cut
-branches (``core/cut_branches.py``) and the call that raised in a failing forward
-(``core/partial_trace.py``), with its error written under it.
+branches (``core/trace/cut_branches.py``) and the call that raised in a failing forward
+(``core/trace/partial_trace.py``), with its error written under it.
 
 ``graph_marks(graph)`` says what is marked (the scene merges it into ``marks()``, so the
 header and the legend count and explain them like diagnosis marks, but clearing the
@@ -17,8 +17,8 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
 from PySide6.QtWidgets import QGraphicsItem
 
-from gradviz.core.formatting import shape_text, short_location
-from gradviz.core.marks import Marks
+from gradviz.core.runtime.formatting import shape_text, short_location
+from gradviz.core.output.marks import Marks
 from gradviz.render import style
 from gradviz.render.marks_layer import Badge
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from gradviz.core.formatting import number
-from gradviz.core.marks import EDGE_STYLES, NODE_STYLES
+from gradviz.core.runtime.formatting import number
+from gradviz.core.output.marks import EDGE_STYLES, NODE_STYLES
 
 __all__ = ["ShownValues", "ShownState", "header_text", "SOURCES"]
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import networkx as nx
 
-from gradviz.core.atomic import AtomicFiles, ExportError
-from gradviz.core.marks import Marks
+from gradviz.core.runtime.atomic import AtomicFiles, ExportError
+from gradviz.core.output.marks import Marks
 from gradviz.render.header import header_text
 from gradviz.render.qtcompat import ensure_app
 

@@ -12,10 +12,10 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from gradviz.core.colors import INF_RGB, NAN_RGB, NO_GRAD_RGB, LogColorScale
-from gradviz.core.formatting import number
-from gradviz.core.marks import EDGE_STYLES, NODE_STYLES
-from gradviz.core.structure_colors import StructureColors
+from gradviz.core.output.colors import INF_RGB, NAN_RGB, NO_GRAD_RGB, LogColorScale
+from gradviz.core.runtime.formatting import number
+from gradviz.core.output.marks import EDGE_STYLES, NODE_STYLES
+from gradviz.core.output.structure_colors import StructureColors
 from gradviz.render import style
 from gradviz.render.structure_paint import paint_structure_row
 from gradviz.render.marks_layer import mark_pen, paint_badge

@@ -9,7 +9,7 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
-from gradviz.core.marks import Marks
+from gradviz.core.output.marks import Marks
 from gradviz.render import style
 from gradviz.render.clipped_paths import ClippedPathItem
 from gradviz.render.edges import edge_path

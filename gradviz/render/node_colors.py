@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 
 from PySide6.QtGui import QColor
 
-from gradviz.core.colors import text_color_for
+from gradviz.core.output.colors import text_color_for
 from gradviz.render.node_paint import darker, secondary_text
 
 

@@ -16,11 +16,11 @@ from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QPen
 from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent, QToolTip
 
-from gradviz.core import structure_colors
-from gradviz.core.colors import LogColorScale, auto_range
-from gradviz.core.formatting import number
-from gradviz.core.layout import Layout
-from gradviz.core.marks import Marks
+from gradviz.core.output import structure_colors
+from gradviz.core.output.colors import LogColorScale, auto_range
+from gradviz.core.runtime.formatting import number
+from gradviz.core.layout.types import Layout
+from gradviz.core.output.marks import Marks
 from gradviz.render import style
 from gradviz.render.edges import build_edges
 from gradviz.render.frames import Frame, FrameItem, build_frames

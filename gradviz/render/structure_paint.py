@@ -1,11 +1,11 @@
 """The legend row of a structure-only graph: what each colour stands for
-(``core/structure_colors.py``), in the space the gradient colour bar takes otherwise."""
+(``core/output/structure_colors.py``), in the space the gradient colour bar takes otherwise."""
 from __future__ import annotations
 
 from PySide6.QtCore import QPointF
 from PySide6.QtGui import QColor, QPainter
 
-from gradviz.core.structure_colors import StructureColors
+from gradviz.core.output.structure_colors import StructureColors
 from gradviz.render import style
 
 

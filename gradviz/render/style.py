@@ -16,7 +16,7 @@ import networkx as nx
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont
 
-from gradviz.core.formatting import number, shape_text
+from gradviz.core.runtime.formatting import number, shape_text
 from gradviz.render import metrics
 from gradviz.render.fold_paint import fold_lines, fold_size
 
@@ -150,13 +150,14 @@ def box_size(nid: Hashable, attrs: dict) -> tuple[float, float]:
 
 
 def box_sizes(graph: nx.DiGraph) -> dict[Hashable, tuple[float, float]]:
-    """``box_size`` of every node: the ``sizes`` input of ``gradviz.core.layout.layout``."""
+    """``box_size`` of every node: the ``sizes`` input of ``gradviz.core.layout.layered.layout``."""
     return {nid: box_size(nid, attrs) for nid, attrs in graph.nodes(data=True)}
 
 
 def layout_graph(graph: nx.DiGraph, options: Any = None):
-    """``gradviz.core.layout.layout`` with box sizes that fit the scene's text."""
-    from gradviz.core.layout import LayoutOptions, layout
+    """``gradviz.core.layout.layered.layout`` with box sizes that fit the scene's text."""
+    from gradviz.core.layout.layered import layout
+    from gradviz.core.layout.types import LayoutOptions
     from gradviz.render.frames import LABEL_STEP, nesting_height
 
     opts = options or LayoutOptions()

@@ -109,7 +109,7 @@ def _part(page, paint: Callable) -> bytes:
     from PySide6.QtGui import QPainter
     from PySide6.QtSvg import QSvgGenerator
 
-    from gradviz.core.atomic import ExportError
+    from gradviz.core.runtime.atomic import ExportError
 
     data = QByteArray()
     buffer = QBuffer(data)

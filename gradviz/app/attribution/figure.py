@@ -6,7 +6,7 @@ from PySide6.QtCore import QEvent, QSize
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
-from gradviz.core.attribution import AttributionResult
+from gradviz.core.attribution.attribute import AttributionResult
 from gradviz.render import style
 from gradviz.render.attribution_paint import Hit, figure_height, paint_figure
 

@@ -1,6 +1,6 @@
 """The Attribution panel: which inputs the loss (or an output) depends on, for the open
 script's batch — saliency, gradient × input or integrated gradients with its completeness
-check. It runs ``gradviz.core.attribution.attribute`` as a job on the "attribution" lane,
+check. It runs ``gradviz.core.attribution.attribute.attribute`` as a job on the "attribution" lane,
 bound to the document; the result (numpy arrays) is the document's ``attribution`` part,
 so another script never shows it.
 
@@ -21,7 +21,7 @@ from gradviz.app.dock_action import grow_dock
 from gradviz.app.document import Document
 from gradviz.app.job_controls import JobControls
 from gradviz.app.jobs import Job, JobContext
-from gradviz.core.attribution_figure import n_examples
+from gradviz.core.attribution.figure import n_examples
 
 PART = "attribution"
 METHODS = (("Integrated gradients", "ig"), ("Saliency |∂f/∂x|", "saliency"), ("Gradient × input", "grad-x-input"))
@@ -34,8 +34,8 @@ WEIGHTS_NOTE = "weights as the script builds them (seed 0), not trained here"
 def attribution_job(path: str, method: str, target: str, steps: int, baseline, step: int):
     """The job: attribute the script's batch ``batch(step)``; progress is (passes done, total)."""
     def job(ctx: JobContext):
-        from gradviz.core.attribution import attribute
-        from gradviz.core.attribution_paths import read_baseline
+        from gradviz.core.attribution.attribute import attribute
+        from gradviz.core.attribution.paths import read_baseline
 
         ctx.phase("loading script")
         start = read_baseline(baseline) if isinstance(baseline, str) else baseline   # a file: read here, off the UI

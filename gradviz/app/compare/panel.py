@@ -19,9 +19,9 @@ from gradviz.app.dock_action import grow_dock
 from gradviz.app.document import Document
 from gradviz.app.graph_view import GraphView
 from gradviz.app.jobs import Job
-from gradviz.core.colors import LogColorScale
-from gradviz.core.formatting import number
-from gradviz.core.grouping import group_of
+from gradviz.core.output.colors import LogColorScale
+from gradviz.core.runtime.formatting import number
+from gradviz.core.layout.grouping import group_of
 from gradviz.core.record.compare_view import RATIO_CMAP
 from gradviz.render.legend import ColorBarWidget
 from gradviz.render.scene import GraphScene
@@ -274,6 +274,6 @@ def _empty():
 
 
 def _empty_layout():
-    from gradviz.core.layout import Layout
+    from gradviz.core.layout.types import Layout
 
     return Layout(pos={}, size={}, edges={}, layer={}, width=0.0, height=0.0)

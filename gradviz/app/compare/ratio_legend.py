@@ -7,7 +7,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize
 from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
-from gradviz.core.colors import NAN_RGB, NO_GRAD_RGB
+from gradviz.core.output.colors import NAN_RGB, NO_GRAD_RGB
 from gradviz.core.record.compare_view import RATIO_CMAP
 from gradviz.render import style
 

@@ -138,7 +138,7 @@ class DiagnosisPanel(QWidget):
         --check`` (cut edges, NaN origins, a severity badge on the nodes each finding names)."""
         if self.report is None:
             return
-        from gradviz.core.marks import marks_from_findings
+        from gradviz.core.output.marks import marks_from_findings
 
         marks = marks_from_findings(self.report.get("findings", []))
         for style, edges in marks.edges.items():

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal, SignalInstance
 from gradviz.app.contract import PanelHost
 from gradviz.app.document import Document
 from gradviz.app.jobs import Job, JobContext
-from gradviz.core.script import ScriptError
+from gradviz.core.runtime.errors import ScriptError
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +46,7 @@ def forward_error(error: BaseException | None) -> ScriptError | None:
 
 def partial_job(path: Path, step: int = 0):
     def job(ctx: JobContext):
-        from gradviz.core.partial_trace import trace_failure
+        from gradviz.core.trace.partial_trace import trace_failure
 
         ctx.phase("tracing up to the failing call")
         return trace_failure(path, step=step)

@@ -175,7 +175,7 @@ class RunPanel(QWidget):
         """Open a run into ``doc`` (raises RecordError for a bad file; the panel is then empty)."""
         from gradviz.core.record.reader import open_ranks
         from gradviz.core.record.analysis import shard_lines
-        from gradviz.core.record.rundata import summarize
+        from gradviz.core.record.loading import summarize
 
         readers = open_ranks(path)
         try:

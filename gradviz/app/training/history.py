@@ -16,7 +16,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from gradviz.core.atomic import atomic_write
+from gradviz.core.runtime.atomic import atomic_write
 
 SCALARS = ("step", "loss", "grad_norm", "grad_norm_clipped", "lr", "step_time")
 MATRICES = ("param_norms", "param_norms_clipped", "update_ratios")

@@ -18,7 +18,7 @@ from gradviz.app.document import Document
 from gradviz.app.training.history import History
 from gradviz.app.training.plots_slot import PlotsSlot
 from gradviz.app.training.worker import TrainingWorker
-from gradviz.core.trainer import SCHEDULES, TrainConfig, available_devices
+from gradviz.core.train.trainer import SCHEDULES, TrainConfig, available_devices
 
 if TYPE_CHECKING:
     from gradviz.app.training.plots import TrainingPlots
@@ -81,7 +81,7 @@ class TrainingPanel(QWidget):
         self.clip.setDecimals(3)
         self.clip.setSpecialValueText("off")
         self.clip.setValue(0.0)
-        # seed 002's toggles (gradviz.core.adaptive_clip / label_smoothing): 0 = off
+        # seed 002's toggles (gradviz.core.stats.adaptive_clip / label_smoothing): 0 = off
         self.agc = QDoubleSpinBox()
         self.agc.setRange(0.0, 100.0)
         self.agc.setDecimals(3)

@@ -9,7 +9,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QIcon, QPixmap
 
-from gradviz.core.formatting import number
+from gradviz.core.runtime.formatting import number
 
 MIN_W, MIN_H = 240, 150      # px: below this, the dock scrolls instead of squeezing the plot
 AXIS_W = 54                  # px for the value axis: room for "1.5e-05" without overlap

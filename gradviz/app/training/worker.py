@@ -1,4 +1,4 @@
-"""The training thread: drives ``gradviz.core.trainer.Trainer`` off the GUI thread.
+"""The training thread: drives ``gradviz.core.train.trainer.Trainer`` off the GUI thread.
 
 Control (from the GUI thread, all non-blocking): ``start_training``, ``pause``,
 ``resume``, ``step_once``, ``stop``, ``reset``, ``apply_config``. Pause and stop take
@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from PySide6.QtCore import QThread, Signal
 
-from gradviz.core.devices import training_threads
-from gradviz.core.stepstats import StepRow, step_columns
-from gradviz.core.trainer import TrainConfig, Trainer
+from gradviz.core.runtime.devices import training_threads
+from gradviz.core.stats.steps import StepRow, step_columns
+from gradviz.core.train.trainer import TrainConfig, Trainer
 
 EMIT_HZ = 30
 # changing these needs a new model / optimizer; the others apply between two steps

@@ -24,7 +24,7 @@ from gradviz.core.diagnosis.findings import CODES, Finding
 
 if TYPE_CHECKING:
     from gradviz.core.diagnosis.probe import Probe
-    from gradviz.core.script import ModelScript
+    from gradviz.core.script.load import ModelScript
 
 NEEDS = ("forward", "forward-failed", "backward", "backward-failed", "finite", "healthy", "gradcheck", "steps")
 

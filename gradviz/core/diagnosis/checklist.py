@@ -23,7 +23,7 @@ from gradviz.core.diagnosis.loss_checks import script_error_finding
 from gradviz.core.diagnosis.numeric import Cancelled
 from gradviz.core.diagnosis.probe import run_probe
 from gradviz.core.diagnosis.registry import incomplete, run_checks
-from gradviz.core.script import ModelScript, ScriptError, load_script
+from gradviz.core.script.load import ModelScript, ScriptError, load_script
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def check_report(script: Any, steps: int = 0, *, gradcheck: bool = True,
     """The checklist with its timings, training history and gradcheck details.
 
     ``values=False`` runs only the structural checks (``Check.values`` False); ``model``: one
-    already built (on the meta device for ``check --meta``: ``core/meta_check.py``)."""
+    already built (on the meta device for ``check --meta``: ``core/diagnosis/meta_check.py``)."""
     start = time.perf_counter()
     path = str(script.path) if isinstance(script, ModelScript) else os.path.abspath(os.fspath(script))
     report = CheckReport(path)

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradviz.core.capture import compiling
+from gradviz.core.trace.capture import compiling
 
 log = logging.getLogger(__name__)
 

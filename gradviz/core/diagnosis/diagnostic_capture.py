@@ -18,9 +18,9 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-from gradviz.core.capture import Cut, ForwardCapture, _func_name, compiling, storage_ptr, user_location
+from gradviz.core.trace.capture import Cut, ForwardCapture, _func_name, compiling, storage_ptr, user_location
 from gradviz.core.diagnosis.customs import CustomCall, CustomCallLog
-from gradviz.core.sharding import ParamIndex
+from gradviz.core.stats.sharding import ParamIndex
 
 RELU_NAMES = {"relu", "relu_"}
 CLAMP_NAMES = {"clamp", "clamp_", "clamp_min", "clamp_min_", "clip", "clip_"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from gradviz.core.formatting import json_safe, number
+from gradviz.core.runtime.formatting import json_safe, number
 
 SEVERITIES = ("error", "warning", "info")
 

@@ -29,14 +29,14 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from gradviz.core.capture import compiling
-from gradviz.core.devices import model_device, to_device
+from gradviz.core.trace.capture import compiling
+from gradviz.core.runtime.devices import model_device, to_device
 from gradviz.core.diagnosis.customs import CustomCallRecorder, custom_name, is_user_function
 from gradviz.core.diagnosis.numeric import (ATOL, EPS, RTOL, SAMPLES, Cancelled, ParamCheck, _element_indices,
                                             check_custom_call, check_elements)
-from gradviz.core.sampled_grads import sampled_gradients
-from gradviz.core.script import ModelScript, ScriptError, check_loss, load_script
-from gradviz.core.walk import walk
+from gradviz.core.diagnosis.sampled_grads import sampled_gradients
+from gradviz.core.script.load import ModelScript, ScriptError, check_loss, load_script
+from gradviz.core.trace.walk import walk
 
 DROPOUT_TYPES = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout, nn.FeatureAlphaDropout)
 # tolerances when something below float64 carries gradient inside the computation
@@ -245,7 +245,7 @@ def gradcheck_script(source: Any, *, params: Sequence[str] | None = None, sample
         per_param = budget_s / (2.2 * t_forward * len(names))
         samples = int(max(2, min(samples or 64, per_param)))
         report.notes.append(f"{samples} sampled elements per parameter (time budget {budget_s:g} s)")
-    # one backward keeping only the sampled elements of each gradient (core/sampled_grads.py: the
+    # one backward keeping only the sampled elements of each gradient (core/diagnosis/sampled_grads.py: the
     # float64 gradients of a big model would cost twice its size); a generator per parameter, so
     # the picks do not depend on the order backward reaches the parameters in
     picks = sampled_gradients(loss, tensors, lambda k, g: _element_indices(

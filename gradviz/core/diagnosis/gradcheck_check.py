@@ -19,7 +19,7 @@ from gradviz.core.diagnosis.customs import unrecorded_functions
 from gradviz.core.diagnosis.findings import Finding, fmt_num, fmt_params
 from gradviz.core.diagnosis.gradcheck import GradcheckReport, gradcheck_script
 from gradviz.core.diagnosis.numeric import Cancelled, ParamCheck, check_custom_call
-from gradviz.core.sharding import ShardedModelError, any_dtensor
+from gradviz.core.stats.sharding import ShardedModelError, any_dtensor
 
 
 def _function_checks(ctx: Context) -> list[ParamCheck]:

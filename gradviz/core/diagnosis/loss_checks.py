@@ -15,7 +15,7 @@ from gradviz.core.diagnosis.findings import Finding
 from gradviz.core.diagnosis.nonfinite import is_inplace_error
 from gradviz.core.diagnosis.numeric import backward_site
 from gradviz.core.diagnosis.reachability import unreachable_findings
-from gradviz.core.script import ScriptError, error_from_exception
+from gradviz.core.script.load import ScriptError, error_from_exception
 
 
 def script_error_finding(exc: ScriptError, stage: str) -> Finding:

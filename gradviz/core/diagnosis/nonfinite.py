@@ -39,7 +39,7 @@ def _origin(probe: Probe, fn: Any):
 
 def _anomaly_location(fn: Any) -> str | None:
     """file:line from anomaly mode's forward traceback, when the node has one."""
-    from gradviz.core.locations import is_user_file
+    from gradviz.core.runtime.locations import is_user_file
     try:
         tb = fn.metadata.get("traceback_")
     except (AttributeError, RuntimeError):   # a node without metadata (anomaly mode was off)

@@ -25,7 +25,7 @@ import torch
 from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_num, fmt_params
 from gradviz.core.diagnosis.probe import Probe
-from gradviz.core.stats import norm_values
+from gradviz.core.stats.tensors import norm_values
 
 EXPLODE_NORM = 1e4
 GROWTH = 1e3

@@ -110,7 +110,7 @@ def check_elements(f: Callable[[], float], tensor: torch.Tensor, analytic: torch
     """Perturb ``tensor`` (a leaf, in place, restored) at ``indices`` and compare ``f``'s central
     differences with ``analytic``; an element that fails is differenced again with each step of
     ``refine`` (smaller than ``eps``) before it counts as failed. Raises Cancelled between elements."""
-    # a dict {flat index: value} when only the sampled elements were kept (core/sampled_grads.py)
+    # a dict {flat index: value} when only the sampled elements were kept (core/diagnosis/sampled_grads.py)
     flat_a = analytic if isinstance(analytic, dict) else analytic.detach().reshape(-1)
     with torch.no_grad():
         view = tensor.data.view(-1) if tensor.is_contiguous() else None

@@ -15,11 +15,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from gradviz.core import sharding
-from gradviz.core.devices import model_device, to_device
+from gradviz.core.stats import sharding
+from gradviz.core.runtime.devices import model_device, to_device
 from gradviz.core.diagnosis.diagnostic_capture import DiagnosticCapture
-from gradviz.core.script import ModelScript, ScriptError
-from gradviz.core.walk import is_leaf, walk
+from gradviz.core.script.load import ModelScript, ScriptError
+from gradviz.core.trace.walk import is_leaf, walk
 
 
 

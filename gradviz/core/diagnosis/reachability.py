@@ -19,8 +19,8 @@ from torch import nn
 from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_params
 from gradviz.core.diagnosis.probe import Probe
-from gradviz.core.sharding import type_name
-from gradviz.core.walk import is_leaf, walk
+from gradviz.core.stats.sharding import type_name
+from gradviz.core.trace.walk import is_leaf, walk
 
 NONDIFF_CALLS = {"argmax", "argmin", "argsort", "round", "sign", "floor", "ceil", "eq", "ne", "lt", "le", "gt",
                  "ge", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "bucketize", "searchsorted",

@@ -18,9 +18,9 @@ from gradviz.core.diagnosis.findings import Finding, fmt_num
 from gradviz.core.diagnosis.loss_checks import script_error_finding
 from gradviz.core.diagnosis.nonfinite import backward_findings, forward_findings
 from gradviz.core.diagnosis.norms import EXPLODE_NORM, global_norm, norm_findings
-from gradviz.core.devices import model_device, to_device
+from gradviz.core.runtime.devices import model_device, to_device
 from gradviz.core.diagnosis.probe import run_probe
-from gradviz.core.script import ModelScript, ScriptError
+from gradviz.core.script.load import ModelScript, ScriptError
 
 
 def training_findings(script: ModelScript, steps: int, *, seed: int = 0, cancel: Callable[[], bool] | None = None

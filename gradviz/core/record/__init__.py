@@ -1,6 +1,11 @@
 """Record a training loop into a run file and read it back (no Qt here).
 
     from gradviz.core.record import watch, open_run, RecordError
+
+Writing: ``recorder`` (``watch``) -> ``rows``/``sampling`` -> ``writer`` (``commits`` in the background).
+Reading flows one way: ``reader`` -> ``loading`` -> ``rundata.RunData`` -> ``analysis`` /
+``analysis_ranks`` (pure functions) and ``compare``/``compare_view``.
+May import: every other room of the engine (it is the top one), never Qt.
 """
 from __future__ import annotations
 

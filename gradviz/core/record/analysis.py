@@ -7,7 +7,7 @@ gradient norms differ after the all-reduce (a desynchronised run), and -- by par
 name -- the parameters that got no gradient (or were outside the autograd graph) on some
 rank, which DDP's ``find_unused_parameters`` error gives only as indices.
 ``summary(runs)``: a plain dict for ``gradviz runs show`` and the app.
-The data comes from ``gradviz.core.record.rundata.load_run`` (the reader's side).
+The data comes from ``gradviz.core.record.loading.load_run`` (the reader's side).
 """
 from __future__ import annotations
 
@@ -17,31 +17,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from gradviz.core.diagnosis.findings import Finding
+from gradviz.core.record.analysis_ranks import rank_findings
+from gradviz.core.record.finding_parts import finding_dict, json_num, make_finding, names_text
 
 if TYPE_CHECKING:
     from gradviz.core.record.rundata import RunData
 
 EXPLODING_NORM = 1e4
 VANISHING_RATIO = 1e-6
-
-
-def make_finding(code: str, severity: str, message: str, *, params: Sequence[str] = (), nodes: Sequence[str] = (),
-             data: dict | None = None) -> Finding:
-    params = list(params)
-    modules = sorted({p.rpartition(".")[0] for p in params})
-    nodes = list(nodes) or [f"param:{p}" for p in params]
-    return Finding(code=code, severity=severity, message=message, params=params, modules=modules, nodes=nodes,
-                   location=None, edges=[], data=dict(data or {}))
-
-
-def finding_dict(f: Finding) -> dict:
-    return f.to_dict()
-
-
-def names_text(names: Sequence[str], limit: int = 6) -> str:
-    names = list(names)
-    text = ", ".join(names[:limit])
-    return text + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
 
 
 # -- one run ----------------------------------------------------------------
@@ -143,14 +126,7 @@ def _never_a_gradient(run: "RunData") -> Finding | None:
         params=params, data={"steps": n})
 
 
-def json_num(x: float) -> float | str:
-    x = float(x)
-    return x if math.isfinite(x) else str(x)
-
-
 def findings(runs: Sequence["RunData"]) -> list[Finding]:
-    from gradviz.core.record.analysis_ranks import rank_findings
-
     out: list[Finding] = []
     for run in runs:
         out.extend(run_findings(run))
@@ -201,7 +177,7 @@ def shard_lines(ranks: list[dict]) -> list[str]:
     sharded = [r for r in ranks if r.get("shards")]
     if not sharded:
         return []
-    from gradviz.core.sharding import fmt_layout
+    from gradviz.core.stats.sharding import fmt_layout
 
     first = sharded[0]["shards"]
     lines = [f"shard layout ({len(first)} sharded parameters; local shapes by rank):"]

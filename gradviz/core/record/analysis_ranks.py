@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from gradviz.core.diagnosis.findings import Finding
-from gradviz.core.record.analysis import json_num, make_finding, names_text
+from gradviz.core.record.finding_parts import json_num, make_finding, names_text
 
 if TYPE_CHECKING:
     from gradviz.core.record.rundata import RunData

@@ -110,7 +110,7 @@ class Comparison:
     unmatched_b: int = 0
 
     def to_dict(self, top: int | None = None) -> dict:
-        from gradviz.core.formatting import json_safe
+        from gradviz.core.runtime.formatting import json_safe
 
         return json_safe({"a": self.a.to_dict(), "b": self.b.to_dict(), "matched_by": self.matched_by,
                           "unmatched_nodes": {"a": self.unmatched_a, "b": self.unmatched_b},

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import networkx as nx
 import numpy as np
 
-from gradviz.core.attribution_figure import diverging_rgb
-from gradviz.core.grouping import auto_depth, collapse, expanded_to_depth
+from gradviz.core.attribution.figure import diverging_rgb
+from gradviz.core.layout.grouping import auto_depth, collapse, expanded_to_depth
 from gradviz.core.record.compare import Comparison, structure_keys
 
 RATIO_CMAP: np.ndarray = diverging_rgb(np.linspace(-1.0, 1.0, 256), 1.0)   # (256, 3) uint8, blue -> white -> red
@@ -127,7 +127,7 @@ def _keys(view: nx.DiGraph) -> dict[str, tuple]:
 
 
 def _norm_range(*views: nx.DiGraph | None) -> tuple[float, float]:
-    from gradviz.core.colors import auto_range
+    from gradviz.core.output.colors import auto_range
 
     norms = [a.get("grad_norm") for v in views if v is not None for _, a in v.nodes(data=True)]
     return auto_range(norms)

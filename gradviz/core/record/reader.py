@@ -24,7 +24,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from gradviz.core import stats as gstats
+from gradviz.core.stats import tensors as gstats
 from gradviz.core.record.schema import (APPLICATION_ID, SCHEMA_VERSION, TABLES, RecordError, from_blob,
                                         rank_files, unreal)
 

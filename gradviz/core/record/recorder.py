@@ -29,7 +29,7 @@ What is recorded, per step (one row per ``w.step`` call):
   re-planned every 50 steps: on the digits MLP that is about every 75 steps. Steps
   not measured have no update ratios (like a step without an optimizer step).
 * every ``every`` steps (steps 0, every, 2*every, ...): the gradient norm at every
-  node of the autograd graph, with the node ids of ``gradviz.core.trace``; and the
+  node of the autograd graph, with the node ids of ``gradviz.core.trace.tracer``; and the
   graph structure itself (JSON) the first time and whenever its structure hash
   changes.
 
@@ -64,7 +64,7 @@ file: ``run.gvrun`` -> ``run.rank0.gvrun``, ``run.rank1.gvrun`` ... (``run.node1
 when the world spans several nodes; or format ``{rank}``/``{node}`` in the path), with rank,
 world size, node and, for sharded (FSDP2 / DTensor) parameters, each one's shard layout in
 the meta table. Sharded parameters' gradient norms are those of the full gradients (one
-collective per step sums the ranks' pieces: ``gradviz.core.stepstats_sharded``), the same
+collective per step sums the ranks' pieces: ``gradviz.core.stats.norms_sharded``), the same
 on every rank; so every rank must call ``w.step`` for the same steps. Errors writing the file
 raise ``RecordError`` from the constructor (bad path) or from ``w.step`` (disk full; a
 background commit's error at the next ``w.step`` or ``close``), never silently later.
@@ -91,10 +91,10 @@ from gradviz.core.record.rows import store_rows
 from gradviz.core.record.sampling import NodeRecording
 from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
 from gradviz.core.record.writer import RunWriter
-from gradviz.core.sharding import any_dtensor, layout
-from gradviz.core.stepstats import StepStats
-from gradviz.core.update_cadence import UpdateCadence
-from gradviz.core.version import __version__
+from gradviz.core.stats.sharding import any_dtensor, layout
+from gradviz.core.stats.steps import StepStats
+from gradviz.core.stats.update_cadence import UpdateCadence
+from gradviz.core.runtime.version import __version__
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import torch
 
 from gradviz.core.record.schema import NO_VALUE, real
 from gradviz.core.record.writer import RunWriter
-from gradviz.core.stepstats import step_columns
+from gradviz.core.stats.steps import step_columns
 
 __all__ = ["store_rows"]
 

@@ -19,13 +19,13 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from gradviz.core.nodenorms import NodeNormSampler, hook_plan, node_ids_for
+from gradviz.core.trace.nodenorms import NodeNormSampler, hook_plan, node_ids_for
 from gradviz.core.record.schema import NO_VALUE
 from gradviz.core.record.tap import BackwardTap
 from gradviz.core.record.writer import RunWriter
-from gradviz.core.sharding import any_dtensor, unsharded_aliases
-from gradviz.core.stepstats import StepStats
-from gradviz.core.walk import walk
+from gradviz.core.stats.sharding import any_dtensor, unsharded_aliases
+from gradviz.core.stats.steps import StepStats
+from gradviz.core.trace.walk import walk
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class NodeRecording:
     # -- module capture (first sampled steps only) -------------------------
     def _forward_pre(self, module, args) -> None:
         if self._needs_capture and self._capture is None and self._tap.waiting and torch.is_grad_enabled():
-            from gradviz.core.capture import ForwardCapture
+            from gradviz.core.trace.capture import ForwardCapture
             cap = ForwardCapture(self.module)
             try:
                 cap.__enter__()
@@ -268,8 +268,9 @@ class NodeRecording:
             self._graphs[digest] = entry
             return entry, digest
         from gradviz.core.record.reader import graph_to_json
-        from gradviz.core.modules import module_table
-        from gradviz.core.trace import TraceOptions, add_param_node, build_graph
+        from gradviz.core.trace.modules import module_table
+        from gradviz.core.trace.graph_build import add_param_node, build_graph
+        from gradviz.core.trace.options import TraceOptions
 
         g, _ = build_graph([root], self.module, cap, {}, TraceOptions(saved_tensors=True, capture_forward=False))
         for name, p in zip(self.names, self.params):

@@ -17,7 +17,7 @@ application_id`` = ``APPLICATION_ID`` marks the file as a gradviz run)::
 * ``grad_norms`` / ``update_ratios``: little-endian float32 arrays, one value per
   parameter in ``meta.param_names`` order; ``-1`` means "no gradient" (grad None)
   resp. "no update recorded".
-* ``graphs.nodes``: JSON list of node ids (the ``gradviz.core.trace`` ids);
+* ``graphs.nodes``: JSON list of node ids (the ``gradviz.core.trace.tracer`` ids);
   ``graphs.graph``: the structure as JSON node-link data (no gradient values).
   A new row is written when the structure hash changes.
 * ``node_norms.norms``: float32 array aligned with ``graphs.nodes`` of ``graph_id``;
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gradviz.core.errors import GradvizError
+from gradviz.core.runtime.errors import GradvizError
 
 SCHEMA_VERSION = 1
 APPLICATION_ID = 0x47565255          # 'GVRU'

@@ -5,7 +5,7 @@ norms of a sampled step need hooks on the graph *before* its backward runs. So t
 ``w.step`` before a sampled step makes its ``NodeRecording`` wait for the next backward of
 this thread, by one of two mechanisms:
 
-* the ``backward-tap`` process patch (the fast path, ``gradviz.core.process_patches``):
+* the ``backward-tap`` process patch (the fast path, ``gradviz.core.runtime.process_patches``):
   ``torch.autograd.backward``, which ``Tensor.backward`` calls through the module attribute
   on every supported torch, is swapped for a pass-through dispatcher while some watch waits,
   and put back when none does; the dispatcher calls ``_route`` here. Installing it checks
@@ -30,7 +30,7 @@ from typing import Any, Callable, Protocol
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradviz.core.process_patches import BACKWARD_TAP, StillWrapped, set_backward_handler
+from gradviz.core.runtime.process_patches import BACKWARD_TAP, StillWrapped, set_backward_handler
 
 log = logging.getLogger(__name__)
 

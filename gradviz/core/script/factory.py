@@ -1,0 +1,279 @@
+"""A model with no script: a callable (``mypkg.models:build``) or a saved program, plus invented inputs and loss.
+
+``gradviz export mypkg.models:build --input 1,3,224,224 --loss ce`` builds the model by calling
+the callable with no arguments, and invents what a model script would define: deterministic
+inputs of the given shapes (``batch(step)``, seeded by the step) and a loss. ``Invented`` holds
+that recipe; ``gradviz.core.script.generated`` writes it as an ordinary model script, so the app, every
+command and the API take the same path as for a hand-written script — and the user can copy the
+file and put real data in. ``note`` says, in words, what was invented.
+
+SHAPE is written ``1,3,224,224``; ``SHAPE:DTYPE`` picks the dtype (default float32);
+integer dtypes (token ids) take ``SHAPE:DTYPE:HIGH`` for values in ``[0, HIGH)``, by default the
+smallest ``nn.Embedding`` of the model (so every id is valid), else 2. The loss is ``sum`` (the
+default: every output gets gradient 1), ``mean``, or ``ce[:CLASSES]`` (cross-entropy over the
+last dimension against class indices invented in ``[0, CLASSES)``, by default all classes).
+"""
+from __future__ import annotations
+
+import importlib
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from gradviz.core.runtime.errors import ScriptError
+
+__all__ = ["InputSpec", "LossSpec", "Invented", "is_callable_spec", "parse_input", "parse_loss",
+           "first_tensor", "needs_inputs"]
+
+CALLABLE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+DTYPES = {"float": torch.float32, "float32": torch.float32, "float64": torch.float64, "double": torch.float64,
+          "float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
+          "long": torch.int64, "int64": torch.int64, "int": torch.int32, "int32": torch.int32,
+          "bool": torch.bool}
+
+
+def is_callable_spec(text: str) -> bool:
+    """``package.module:callable`` (not a path: no slash, one colon)."""
+    return bool(CALLABLE.fullmatch(text))
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    shape: tuple[int, ...]
+    dtype: torch.dtype = torch.float32
+    high: int | None = None          # integer inputs: values in [0, high); None = from the model
+
+    @property
+    def integer(self) -> bool:
+        return not (self.dtype.is_floating_point or self.dtype == torch.bool)
+
+
+def parse_input(text: str) -> InputSpec:
+    """``1,3,224,224``, ``2,16:long`` or ``2,16:long:1000`` (a ValueError says what is wrong)."""
+    shape_text, *rest = text.strip().split(":")
+    sizes = re.split(r"\s*[,x×]\s*", shape_text.strip())
+    if not all(d.isdigit() for d in sizes):
+        raise ValueError(f"--input {text!r}: SHAPE is comma-separated sizes, e.g. 1,3,224,224")
+    shape = tuple(int(d) for d in sizes)
+    if any(d <= 0 for d in shape):
+        raise ValueError(f"--input {text!r}: every size must be a positive integer")
+    dtype = DTYPES.get(rest[0].lower()) if rest else torch.float32
+    if dtype is None:
+        raise ValueError(f"--input {text!r}: unknown dtype {rest[0]!r} (one of {', '.join(DTYPES)})")
+    spec = InputSpec(shape, dtype)
+    if len(rest) > 1:
+        if not spec.integer or not rest[1].isdigit() or int(rest[1]) < 1:
+            raise ValueError(f"--input {text!r}: HIGH (values in [0, HIGH)) is a positive integer after an "
+                             "integer dtype, e.g. 2,16:long:1000")
+        spec = InputSpec(shape, dtype, int(rest[1]))
+    if len(rest) > 2:
+        raise ValueError(f"--input {text!r}: write SHAPE[:DTYPE[:HIGH]]")
+    return spec
+
+
+@dataclass(frozen=True)
+class LossSpec:
+    kind: str = "sum"                # sum | mean | ce
+    classes: int | None = None
+
+
+def parse_loss(text: str | None) -> LossSpec:
+    kind, _, classes = (text or "sum").strip().lower().partition(":")
+    if kind not in ("sum", "mean", "ce") or (classes and (kind != "ce" or not classes.isdigit())):
+        raise ValueError(f"--loss {text!r}: use sum, mean or ce[:CLASSES]")
+    return LossSpec(kind, int(classes) if classes else None)
+
+
+def first_tensor(output: Any) -> torch.Tensor | None:
+    """The tensor a loss is made of: the output itself, its ``.logits`` (Hugging Face), or the first
+    floating-point tensor in a tuple, list or dict."""
+    if isinstance(output, torch.Tensor):
+        return output
+    logits = getattr(output, "logits", None)
+    if isinstance(logits, torch.Tensor):
+        return logits
+    values = output.values() if isinstance(output, dict) else output if isinstance(output, (tuple, list)) else ()
+    for value in values:
+        found = first_tensor(value)
+        if found is not None and found.is_floating_point():
+            return found
+    return None
+
+
+def _resolve(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    try:
+        obj = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ScriptError(f"cannot import {module_name!r} for {target}: {type(exc).__name__}: {exc} (is the package "
+                          "installed, or its folder the current one?)", code="script-error") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ScriptError(f"{module_name!r} has no {attr!r} ({target})", code="script-error") from None
+    if not callable(obj):
+        raise ScriptError(f"{target} is a {type(obj).__name__}, not a callable that builds a model")
+    return obj
+
+
+@dataclass
+class Invented:
+    """The recipe of a model without a script: where the model comes from, and the inputs and loss invented."""
+
+    target: str | None = None                 # package.module:callable
+    program: str | None = None                # a torch.export program (.pt2)
+    inputs: list[InputSpec] = field(default_factory=list)
+    loss: LossSpec = field(default_factory=LossSpec)
+    weights: str | None = None                # a state_dict file loaded into the built model
+    vocab: int | None = field(default=None, init=False)    # smallest nn.Embedding of the last model built
+    vocab_module: str | None = field(default=None, init=False)
+    built: bool = field(default=False, init=False)          # a model was built: vocab is known
+    _vocab_told: bool = field(default=False, init=False, repr=False)
+    stored: tuple | None = field(default=None, init=False)  # a program's own example inputs
+
+    @property
+    def source(self) -> str:
+        return self.target or str(self.program)
+
+    def build_model(self) -> nn.Module:
+        if self.program is not None:
+            from gradviz.core.script.checkpoints import load_program
+
+            program = load_program(self.program)
+            self.stored = stored_example_inputs(program)
+            model = program.module()
+            # module() makes train()/eval() raise: the program runs as it was exported (dropout and
+            # batch norm in the mode of that moment) whatever the flag says. gradviz's trainer and checks
+            # set the flag; let them (nn.Module's own train/eval, which change nothing in the graph).
+            for name in ("train", "eval"):
+                model.__dict__.pop(name, None)
+        else:
+            model = _resolve(self.target)()
+            if not isinstance(model, nn.Module):
+                raise ScriptError(f"{self.target}() returned a {type(model).__name__}, not a torch.nn.Module")
+        if self.weights:
+            from gradviz.core.script.checkpoints import load_weights
+
+            load_weights(model, self.weights)
+        self._find_vocab(model)
+        return model
+
+    def _find_vocab(self, model: nn.Module) -> None:
+        """The range of invented token ids: the smallest ``nn.Embedding`` (every id valid), stated once on
+        stderr (the note printed before the model existed could only say where it would come from)."""
+        sizes = sorted((m.num_embeddings, name) for name, m in model.named_modules() if isinstance(m, nn.Embedding))
+        self.vocab, self.vocab_module = sizes[0] if sizes else (None, None)
+        self.built = True
+        guessed = [k for k, spec in enumerate(self.inputs) if spec.integer and spec.high is None]
+        if guessed and not self._vocab_told:
+            self._vocab_told = True
+            where = f"nn.Embedding {self.vocab_module or '(the model)'}" if self.vocab else "no nn.Embedding found"
+            print(f"gradviz: {self.source}: " + ", ".join(f"input {k}" for k in guessed)
+                  + f": token ids in [0, {self.vocab or 2}) ({where})", file=sys.stderr)
+
+    def batch(self, step: int) -> tuple[tuple[torch.Tensor, ...], Any]:
+        if not self.inputs:
+            if self.stored is not None:
+                return tuple(t.clone() for t in self.stored), None
+            raise needs_inputs(self.source)
+        g = torch.Generator().manual_seed(step)
+        return tuple(self._make(spec, g) for spec in self.inputs), None
+
+    def _make(self, spec: InputSpec, g: torch.Generator) -> torch.Tensor:
+        if spec.dtype == torch.bool:
+            return torch.rand(spec.shape, generator=g) < 0.5
+        if spec.integer:
+            high = spec.high or self.vocab or 2
+            return torch.randint(0, high, spec.shape, generator=g, dtype=spec.dtype)
+        return torch.randn(spec.shape, generator=g).to(spec.dtype)
+
+    def compute_loss(self, model: nn.Module, inputs: tuple, targets: Any) -> torch.Tensor:
+        """Forward on the invented inputs, then the invented loss; a failing forward names the inputs."""
+        try:
+            output = model(*inputs)
+        except Exception as exc:
+            from gradviz.core.script.load import error_from_exception
+
+            shown = describe_inputs(self) if self.inputs else "the program's stored example inputs"
+            hint = f"with {shown}: are the --input shapes and dtypes the ones its forward takes?"
+            if self.program:
+                hint += " A torch.export program takes the shapes it was exported with, unless they were dynamic"
+            raise error_from_exception(exc, f"the forward of {self.source} raised", "forward-error").with_hint(
+                hint) from None
+        return self.loss_fn(output, targets)
+
+    def loss_fn(self, output: Any, targets: Any) -> torch.Tensor:
+        out = first_tensor(output)
+        if out is None:
+            raise ScriptError(f"the output of {self.source} holds no floating-point tensor to make a loss of "
+                              f"(got {type(output).__name__})")
+        if self.loss.kind == "sum":
+            return out.float().sum()
+        if self.loss.kind == "mean":
+            return out.float().mean()
+        classes = self.loss.classes or out.shape[-1]
+        if out.dim() < 2 or classes > out.shape[-1]:
+            raise ScriptError(f"--loss ce needs an output of shape (..., classes); {self.source} gives "
+                              f"{tuple(out.shape)}" + (f" (fewer than {classes} classes)" if out.dim() >= 2 else ""))
+        g = torch.Generator().manual_seed(0)
+        target = torch.randint(0, classes, out.shape[:-1], generator=g).to(out.device)
+        return nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]).float(), target.reshape(-1))
+
+    @property
+    def note(self) -> str:
+        """What gradviz invented, in words (the CLI prints it; the window shows it)."""
+        weights = f"; weights from {self.weights}" if self.weights else ""
+        return f"{self.source}: {describe_inputs(self)}; loss {describe_loss(self.loss)}{weights}"
+
+
+def needs_inputs(source: str) -> ScriptError:
+    return ScriptError(f"{source} needs inputs: give --input SHAPE[:DTYPE] once per positional input of its forward "
+                       "(e.g. --input 1,3,224,224)")
+
+
+def stored_example_inputs(program: Any) -> tuple | None:
+    """The positional example inputs a torch.export program was saved with (None: none stored)."""
+    example = getattr(program, "example_inputs", None)
+    if not example:
+        return None
+    args, kwargs = example
+    if kwargs or not args or not all(isinstance(a, torch.Tensor) for a in args):
+        return None
+    return tuple(args)
+
+
+def describe_inputs(made: Invented) -> str:
+    if not made.inputs:
+        return ("the program's stored example inputs (one batch; it runs as exported: dropout and batch norm "
+                "in the mode they were in)") if made.program else "no inputs"
+    parts = []
+    for k, spec in enumerate(made.inputs):
+        dims = "×".join(str(d) for d in spec.shape)
+        dtype = str(spec.dtype).replace("torch.", "")
+        if spec.dtype == torch.bool:
+            how = "random"
+        elif spec.integer:
+            how = f"ids in [0, {spec.high})" if spec.high else _id_range(made)
+        else:
+            how = "~N(0,1)"
+        parts.append(f"input {k} {dtype} {dims} {how}")
+    return "invented " + ", ".join(parts) + " (seeded by the step)"
+
+
+def _id_range(made: Invented) -> str:
+    if made.vocab:
+        return f"ids in [0, {made.vocab}) (the smallest nn.Embedding)"
+    if made.built:
+        return "ids in [0, 2) (no nn.Embedding in the model)"
+    return "ids in [0, the smallest nn.Embedding's size, else 2)"
+
+
+def describe_loss(loss: LossSpec) -> str:
+    if loss.kind == "ce":
+        return f"cross-entropy vs random classes in [0, {loss.classes or 'last dim'})"
+    return f"{loss.kind}(output)"
