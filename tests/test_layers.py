@@ -1,11 +1,13 @@
-"""The layers hold: import-linter's contracts (pyproject.toml), and Qt stays out of headless use.
+"""The layers hold: import-linter's contracts (pyproject.toml), no import circle, and Qt stays out of headless use.
 
 core imports neither render, app nor Qt (lazy imports inside functions count too); render
-does not import app. `import gradviz`, the API and every CLI command that is not the app
+does not import app; the engine's rooms are layers (gradviz/core/__init__.py); no module reaches
+itself through imports. `import gradviz`, the API and every CLI command that is not the app
 never load Qt: checked in a fresh interpreter, where nothing else has imported it.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -29,7 +31,7 @@ def lint(root: Path) -> subprocess.CompletedProcess:
 def test_import_contracts_hold():
     proc = lint(ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "2 kept, 0 broken" in proc.stdout
+    assert "4 kept, 0 broken" in proc.stdout
 
 
 def test_the_contract_catches_a_lazy_qt_import_in_core(tmp_path):
@@ -37,7 +39,7 @@ def test_the_contract_catches_a_lazy_qt_import_in_core(tmp_path):
     copy = tmp_path / "repo"
     shutil.copytree(ROOT / "gradviz", copy / "gradviz", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
-    with (copy / "gradviz" / "core" / "grouping.py").open("a") as f:
+    with (copy / "gradviz" / "core" / "layout" / "grouping.py").open("a") as f:
         f.write("\n\ndef _sneaky():\n    from PySide6 import QtCore  # noqa: F401\n")
     proc = lint(copy)
     assert proc.returncode != 0
@@ -73,3 +75,35 @@ def test_headless_cli_commands_do_not_load_qt(tmp_path):
             "        rc = main(argv)\n"
             "        assert rc in (0, 1), (argv, rc)\n")
     assert qt_modules_after(code) == []
+
+
+def import_circles(root: Path, package: str = "gradviz") -> list[list[str]]:
+    """Every import circle among ``package``'s modules (strongly connected components of two or more),
+    from grimp's graph, the one import-linter reads: module-level, function-level and TYPE_CHECKING
+    imports alike, since a circle through a lazy import is still a circle of dependencies."""
+    code = ("import json, grimp, networkx as nx\n"
+            f"g = grimp.build_graph({package!r}, cache_dir=None)\n"
+            "d = nx.DiGraph([(m, t) for m in g.modules for t in g.find_modules_directly_imported_by(m)])\n"
+            "print(json.dumps(sorted(sorted(c) for c in nx.strongly_connected_components(d) if len(c) > 1)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_no_import_circles_in_the_engine_and_the_rest():
+    """No module of gradviz reaches itself through imports (#23). gradviz.render's one circle is being
+    split into layers in its own change; until then it is the only one allowed, and only inside render."""
+    circles = import_circles(ROOT)
+    outside = [c for c in circles if not all(m.startswith("gradviz.render.") for m in c)]
+    assert outside == [], outside
+
+
+def test_the_circle_check_sees_a_lazy_import_circle(tmp_path):
+    """The check is real: one function-level import from a low room back up to a higher one is a circle."""
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "gradviz", copy / "gradviz", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    with (copy / "gradviz" / "core" / "runtime" / "formatting.py").open("a") as f:
+        f.write("\n\ndef _sneaky():\n    from gradviz.core.trace import tracer  # noqa: F401\n")
+    circles = import_circles(copy)
+    assert any("gradviz.core.runtime.formatting" in c and "gradviz.core.trace.tracer" in c for c in circles)
