@@ -34,7 +34,7 @@ def _package_dir(name: str) -> str | None:
     return os.path.abspath(locations[0]) if locations else None
 
 
-GRADVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRADVIZ_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))   # gradviz/core/runtime -> gradviz
 TORCH_DIR = _package_dir("torch")
 STDLIB_DIR = os.path.dirname(os.__file__)
 _TORCH_DIR = (TORCH_DIR + os.sep) if TORCH_DIR else "\0"

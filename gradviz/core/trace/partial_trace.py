@@ -33,7 +33,7 @@ from torch.utils._pytree import tree_flatten
 from gradviz.core.stats import tensors as gstats
 from gradviz.core.trace.capture import ForwardCapture, _func_name
 from gradviz.core.runtime.formatting import shape_text
-from gradviz.core.runtime.locations import is_user_file
+from gradviz.core.runtime.locations import GRADVIZ_DIR, STDLIB_DIR, is_user_file
 from gradviz.core.trace.modules import module_table
 from gradviz.core.script.load import ModelScript, ScriptError, load_script
 from gradviz.core.script.run import prepare
@@ -44,8 +44,6 @@ from gradviz.core.trace.walk import walk
 log = logging.getLogger(__name__)
 
 _TORCH_DIR = os.path.dirname(torch.__file__)
-_GRADVIZ_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_STDLIB_DIR = os.path.dirname(os.__file__)
 
 FAILED = "failed"
 _NO_GRAD = gstats.prefixed(None, "grad")
@@ -187,12 +185,12 @@ def _failure_site(exc: BaseException) -> tuple[str, str] | None:
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
         raw = frame.f_code.co_filename
         name = os.path.abspath(raw)
-        if raw.startswith("<") or name.startswith((_TORCH_DIR, _GRADVIZ_DIR)):
+        if raw.startswith("<") or name.startswith((_TORCH_DIR, GRADVIZ_DIR)):
             continue
         site = (f"{name}:{lineno}", linecache.getline(name, lineno).strip())
         if is_user_file(name):
             user = site
-        elif "site-packages" in name or not name.startswith(_STDLIB_DIR):   # site-packages sits in the stdlib dir
+        elif "site-packages" in name or not name.startswith(STDLIB_DIR):   # site-packages sits in the stdlib dir
             library = site
     return user or library
 
