@@ -31,6 +31,16 @@ def test_ci_tests_the_declared_torch_floor_and_the_readme_states_it():
     assert f"`torch>={torch_floor()}`" in (ROOT / "README.md").read_text()
 
 
+def test_the_readme_names_every_torch_release_ci_tests():
+    """#31: the README says which releases CI runs the test command on: the floor, the middle one, the newest."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    middle = re.search(r"^MIDDLE=([0-9.]+)", ci, flags=re.M).group(1)
+    assert 'run_in_fresh_venv middle "$MIDDLE" machine' in ci and "run_in_fresh_venv newest" in ci
+    readme = (ROOT / "README.md").read_text()
+    command = readme[readme.index("Run the tests"):readme.index('python -m pip install -e ".[test]" && python -m pytest -q')]
+    assert middle in command and torch_floor() in command and "newest" in command and "three" in command
+
+
 def test_readme_example_script_traces(tmp_path):
     example = next(b for b in readme_blocks("python") if "def batch" in b)
     script = tmp_path / "my_model.py"
