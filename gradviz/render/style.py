@@ -19,6 +19,7 @@ from PySide6.QtGui import QColor, QFont
 from gradviz.core.runtime.formatting import number, shape_text
 from gradviz.render import metrics
 from gradviz.render.fold_paint import fold_lines, fold_size
+from gradviz.render.frame_nesting import LABEL_STEP, nesting_height
 
 LABEL_PX = 12          # primary text of a box
 SMALL_PX = 10          # shapes, module types, counts
@@ -158,7 +159,6 @@ def layout_graph(graph: nx.DiGraph, options: Any = None):
     """``gradviz.core.layout.layered.layout`` with box sizes that fit the scene's text."""
     from gradviz.core.layout.layered import layout
     from gradviz.core.layout.types import LayoutOptions
-    from gradviz.render.frames import LABEL_STEP, nesting_height
 
     opts = options or LayoutOptions()
     levels = nesting_height(graph)   # nested module frames stack their labels between layers
