@@ -183,7 +183,7 @@ def main() -> int:
     parser.add_argument("--save-frames", metavar="DIR", help="save the last painted frame of each zoom level")
     args = parser.parse_args()
 
-    from gradviz.render.image_export import render_image
+    from gradviz.render.formats import render_image
     from gradviz.render.qtcompat import ensure_app
     from gradviz.render.style import layout_graph
 

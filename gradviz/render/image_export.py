@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -273,12 +272,3 @@ def copy_to_clipboard(scene, scale: float = 1.0, legend: bool = True) -> None:
     from PySide6.QtGui import QGuiApplication
 
     QGuiApplication.clipboard().setImage(scene_image(scene, scale, legend))
-
-
-def render_image(graph: nx.DiGraph, layout, path: str | os.PathLike, scale: float = 2.0, dpi: float | None = None,
-                 theme: str = "light", legend: bool = True) -> Path:
-    """Draw ``graph`` at ``layout`` to ``path`` (.svg .png .pdf): a scene built here, then exported."""
-    from gradviz.render.formats import export_scene
-
-    scene = scene_for(graph, theme=theme, layout=layout)
-    return export_scene(scene, path, ImageOptions(scale=scale, dpi=dpi, theme=theme, legend=legend)).path

@@ -7,11 +7,11 @@ from PySide6.QtGui import QColor, QPainter
 
 from gradviz.core.output.structure_colors import StructureColors
 from gradviz.render import style
+from gradviz.render.swatch import paint_swatch
 
 
 def paint_structure_row(painter: QPainter, x: float, y: float, structure: StructureColors, theme: style.Theme,
                         width: float, swatch_h: float = 12.0) -> None:
-    from gradviz.render.legend import paint_swatch   # legend imports this module
     """Caption on the first line, then as many category swatches as fit in ``width`` (two lines)."""
     muted = QColor(theme.muted_text)
     painter.setFont(style.font(11, 500))
