@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QPointF, QRectF
 from PySide6.QtGui import QColor, QPainter, QPen
 
-from gradviz.render import style
+from gradviz.render.primitives import style
 
 SWATCH_H = 12.0   # as tall as the legend's colour bar (legend.BAR_H)
 

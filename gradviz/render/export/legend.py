@@ -16,11 +16,11 @@ from gradviz.core.output.colors import INF_RGB, NAN_RGB, NO_GRAD_RGB, LogColorSc
 from gradviz.core.runtime.formatting import number
 from gradviz.core.output.marks import EDGE_STYLES, NODE_STYLES
 from gradviz.core.output.structure_colors import StructureColors
-from gradviz.render import style
-from gradviz.render.structure_paint import paint_structure_row
-from gradviz.render.swatch import SWATCH_H, paint_swatch
-from gradviz.render.marks_layer import mark_pen, paint_badge
-from gradviz.render.node_paint import folder_path, octagon
+from gradviz.render.export.structure_paint import paint_structure_row
+from gradviz.render.export.swatch import SWATCH_H, paint_swatch
+from gradviz.render.parts.node_paint import folder_path, octagon
+from gradviz.render.primitives import style
+from gradviz.render.scene.marks_layer import mark_pen, paint_badge
 
 BAR_W, BAR_H = 200.0, SWATCH_H
 ROW_H = 40.0      # colour bar row: bar + tick labels

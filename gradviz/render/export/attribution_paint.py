@@ -15,7 +15,7 @@ from PySide6.QtGui import QColor, QImage, QPainter, QPen
 from gradviz.core.attribution.attribute import AttributionResult
 from gradviz.core.attribution.figure import (Section, color_limit, diverging_rgb, header, sections,
                                              sequential_rgb)
-from gradviz.render import style
+from gradviz.render.primitives import style
 
 PAD = 16.0
 HEADER_H = 50.0
@@ -213,7 +213,7 @@ def _paint_bars_section(painter: QPainter, sec: Section, body: QRectF, theme: st
 
 def render_image(result: AttributionResult, example: int | None = 0, width: float = 960.0,
                  scale: float = 2.0, theme: str = "light") -> QImage:
-    from gradviz.render.qtcompat import ensure_app
+    from gradviz.render.primitives.qtcompat import ensure_app
 
     ensure_app()
     height = figure_height(result, example)

@@ -24,10 +24,10 @@ from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QImage, QPainter, QPainterPath, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
-from gradviz.render.frames import FrameItem
-from gradviz.render.items import Batch, lod_of
-from gradviz.render.long_edges import LongEdges
-from gradviz.render.scene_reads import OverviewHost
+from gradviz.render.parts.frames import FrameItem
+from gradviz.render.parts.items import Batch, lod_of
+from gradviz.render.parts.long_edges import LongEdges
+from gradviz.render.parts.scene_reads import OverviewHost
 
 MIN_NODES = 20_000          # smaller graphs paint fast enough at any zoom
 MAX_SIDE = 16384            # the picture's longer side, pixels (a slim graph: 16384 x 6)

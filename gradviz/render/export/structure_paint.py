@@ -6,8 +6,8 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QColor, QPainter
 
 from gradviz.core.output.structure_colors import StructureColors
-from gradviz.render import style
-from gradviz.render.swatch import paint_swatch
+from gradviz.render.export.swatch import paint_swatch
+from gradviz.render.primitives import style
 
 
 def paint_structure_row(painter: QPainter, x: float, y: float, structure: StructureColors, theme: style.Theme,

@@ -18,7 +18,7 @@ from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem
 
 from gradviz.core.output.marks import Marks
-from gradviz.render.style import Theme
+from gradviz.render.primitives.style import Theme
 
 
 class Canvas(Protocol):

@@ -18,13 +18,13 @@ from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from gradviz.core.trace.modules import prefixes
-from gradviz.render import frame_shapes as shapes
-from gradviz.render import style
-from gradviz.render.far_labels import MIN_SCREEN_W, paint_far_label
-from gradviz.render.frame_nesting import framed_modules, nesting_heights, padding
-from gradviz.render.items import visible_area
-from gradviz.render.frame_bands import BAND, BandPart, area_path, banded, lines_path
-from gradviz.render.scene_reads import PaintState
+from gradviz.render.parts.frame_bands import BAND, BandPart, area_path, banded, lines_path
+from gradviz.render.parts.items import visible_area
+from gradviz.render.parts.scene_reads import PaintState
+from gradviz.render.primitives import frame_shapes as shapes
+from gradviz.render.primitives import style
+from gradviz.render.primitives.far_labels import MIN_SCREEN_W, paint_far_label
+from gradviz.render.primitives.frame_nesting import framed_modules, nesting_heights, padding
 
 LABEL_PX = 10
 FRAME_Z = -1.0

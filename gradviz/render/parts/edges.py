@@ -20,11 +20,11 @@ from PySide6.QtGui import QPainterPath, QPolygonF
 
 from gradviz.core.runtime.formatting import shape_text
 from gradviz.core.layout.types import Layout
-from gradviz.render import style
-from gradviz.render.items import EdgeBatch
-from gradviz.render.long_edges import LongEdges
-from gradviz.render.scene_reads import EdgeBuild
-from gradviz.render.tiles import kd_chunks
+from gradviz.render.parts.items import EdgeBatch
+from gradviz.render.parts.long_edges import LongEdges
+from gradviz.render.parts.scene_reads import EdgeBuild
+from gradviz.render.primitives import style
+from gradviz.render.primitives.tiles import kd_chunks
 
 EDGES_PER_BATCH = 160
 ARROW_LEN, ARROW_HALF_W = 7.0, 3.6

@@ -11,10 +11,10 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem, QStyleOptionGraphicsItem
 
-from gradviz.render.far_labels import paint_far_label
-from gradviz.render.paint_stats import PAINT_STATS
-from gradviz.render.scene_reads import NodeBuild, NodeTable, PaintState
-from gradviz.render.tiles import boxes_array, kd_chunks, union_rect
+from gradviz.render.parts.scene_reads import NodeBuild, NodeTable, PaintState
+from gradviz.render.primitives.far_labels import paint_far_label
+from gradviz.render.primitives.paint_stats import PAINT_STATS
+from gradviz.render.primitives.tiles import boxes_array, kd_chunks, union_rect
 
 # Level of detail (screen pixels per scene pixel) below which things are left out.
 SIMPLE_LOD = 0.3        # below: nodes are plain filled rectangles, edges hairlines without arrows

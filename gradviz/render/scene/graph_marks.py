@@ -17,9 +17,9 @@ from PySide6.QtWidgets import QGraphicsItem
 
 from gradviz.core.runtime.formatting import shape_text, short_location
 from gradviz.core.output.marks import Marks
-from gradviz.render import style
-from gradviz.render.marks_layer import Badge
-from gradviz.render.scene_reads import MarkHost
+from gradviz.render.parts.scene_reads import MarkHost
+from gradviz.render.primitives import style
+from gradviz.render.scene.marks_layer import Badge
 
 NOTE_W = 460.0
 NOTE_LINE_H = 15.0

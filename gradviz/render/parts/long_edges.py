@@ -17,9 +17,9 @@ from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath, QPen, QTransform
 from PySide6.QtWidgets import QStyleOptionGraphicsItem
 
-from gradviz.render.edge_fans import fans, simple_view, to_device
-from gradviz.render.items import SIMPLE_LOD, Batch, visible_area
-from gradviz.render.scene_reads import PaintState
+from gradviz.render.parts.items import SIMPLE_LOD, Batch, visible_area
+from gradviz.render.parts.scene_reads import PaintState
+from gradviz.render.primitives.edge_fans import fans, simple_view, to_device
 
 LONG_Z = -0.5   # under the other edges (0), their arrowheads and labels; over module frames (-1)
 

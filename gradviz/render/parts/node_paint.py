@@ -13,10 +13,10 @@ from __future__ import annotations
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF
 
-from gradviz.render import style
-from gradviz.render.fold_paint import card_rect, paint_sparkline, paint_stack, spark_rect
-from gradviz.render.paint_stats import PAINT_STATS
-from gradviz.render.scene_reads import NodeTable
+from gradviz.render.parts.scene_reads import NodeTable
+from gradviz.render.primitives import style
+from gradviz.render.primitives.fold_paint import card_rect, paint_sparkline, paint_stack, spark_rect
+from gradviz.render.primitives.paint_stats import PAINT_STATS
 
 
 def octagon(rect: QRectF, cut: float) -> QPolygonF:

@@ -2,7 +2,7 @@
 
 Data formats (.json .graphml .dot) are written from the graph by ``gradviz.core.output.export``
 without Qt; images (.svg .png .pdf) are drawn from a ``GraphScene`` by
-``gradviz.render.image_export``, which loads Qt only when it draws. ``export_graph`` is
+``gradviz.render.export.image_export``, which loads Qt only when it draws. ``export_graph`` is
 the headless path (the CLI: a graph, perhaps collapsed, with diagnosis marks);
 ``export_scene`` is the window's (exactly what its scene shows, whole or the part in view);
 ``render_image`` draws a graph at a given layout (tests, benchmarks).
@@ -20,8 +20,8 @@ import networkx as nx
 from gradviz.core.output import export as data
 from gradviz.core.runtime.atomic import ExportError
 from gradviz.core.output.marks import Marks
-from gradviz.render import image_export as image
-from gradviz.render.image_export import ExportResult, ImageOptions
+from gradviz.render.export import image_export as image
+from gradviz.render.export.image_export import ExportResult, ImageOptions
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
 from gradviz.core.output.marks import Marks
-from gradviz.render import style
-from gradviz.render.clipped_paths import ClippedPathItem
-from gradviz.render.edges import edge_path
-from gradviz.render.scene_reads import MarkHost
+from gradviz.render.parts.clipped_paths import ClippedPathItem
+from gradviz.render.parts.edges import edge_path
+from gradviz.render.parts.scene_reads import MarkHost
+from gradviz.render.primitives import style
 
 MARK_COLORS = {"nan-origin": "#dc2626", "error": "#dc2626", "warning": "#f59e0b", "info": "#2563eb",
                "dead": "#6b7280", "cut-branch": "#9ca3af", "failed": "#dc2626"}
