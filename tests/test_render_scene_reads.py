@@ -12,10 +12,8 @@ import typing
 import networkx as nx
 import pytest
 
-pytest.importorskip("PySide6")
-
-from gradviz.render.parts import scene_reads  # noqa: E402
-from gradviz.render.primitives.qtcompat import ensure_app  # noqa: E402
+from gradviz.render.parts import scene_reads
+from gradviz.render.primitives.qtcompat import ensure_app
 
 PROTOCOLS = [obj for _, obj in inspect.getmembers(scene_reads, inspect.isclass)
              if obj.__module__ == scene_reads.__name__ and getattr(obj, "_is_protocol", False)]
