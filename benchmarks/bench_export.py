@@ -104,9 +104,9 @@ def paint_benchmark(graph, layout, frames: int = 5, save_dir: str | None = None)
     from PySide6.QtGui import QImage, QPainter
     from PySide6.QtWidgets import QApplication, QGraphicsView
 
-    from gradviz.render.scene import GraphScene
+    from gradviz.render.scene.scene import GraphScene
 
-    from gradviz.render.frames import build_frames
+    from gradviz.render.parts.frames import build_frames
 
     scene, build_s = timed(lambda: _scene(GraphScene, graph, layout))
     _, frames_s = timed(lambda: build_frames(graph, scene.index, scene.rects))
@@ -155,8 +155,8 @@ def paint_benchmark(graph, layout, frames: int = 5, save_dir: str | None = None)
 
 def png_benchmark(graph, layout, folder: Path) -> None:
     """The largest graph to PNG at scale 2 (capped at 100 MP) against SVG of the same scene, same run."""
-    from gradviz.render.formats import ImageOptions, export_scene
-    from gradviz.render.image_export import scene_for
+    from gradviz.render.export.formats import ImageOptions, export_scene
+    from gradviz.render.export.image_export import scene_for
 
     scene = scene_for(graph, layout=layout)
     svg, t_svg = timed(lambda: export_scene(scene, folder / "big.svg"))
@@ -183,9 +183,9 @@ def main() -> int:
     parser.add_argument("--save-frames", metavar="DIR", help="save the last painted frame of each zoom level")
     args = parser.parse_args()
 
-    from gradviz.render.image_export import render_image
-    from gradviz.render.qtcompat import ensure_app
-    from gradviz.render.style import layout_graph
+    from gradviz.render.export.formats import render_image
+    from gradviz.render.primitives.qtcompat import ensure_app
+    from gradviz.render.primitives.style import layout_graph
 
     ensure_app()
     torch.set_num_threads(max(1, args.threads))

@@ -110,14 +110,14 @@ print(f"graph on screen {launched:.2f} s after launch ({time.process_time():.2f}
 FRAMES = """\
 import sys, time, statistics
 sys.path.insert(0, {root!r})
-from gradviz.render.qtcompat import ensure_app
+from gradviz.render.primitives.qtcompat import ensure_app
 app = ensure_app()
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QGraphicsView
 from gradviz.core.trace.tracer import trace
 from gradviz.core.layout.grouping import auto_depth, collapse, expanded_to_depth
-from gradviz.render.scene import GraphScene
-from gradviz.render.style import layout_graph
+from gradviz.render.scene.scene import GraphScene
+from gradviz.render.primitives.style import layout_graph
 graph = trace({script!r}, details="norms")
 views = {{"folded first view": collapse(graph, expanded=expanded_to_depth(graph, auto_depth(graph, 220))),
           "whole graph": graph}}

@@ -1,4 +1,4 @@
-"""Peak memory and CPU of writing a big graph's SVG: streamed in parts (``render/svg_stream.py``)
+"""Peak memory and CPU of writing a big graph's SVG: streamed in parts (``render/export/svg_stream.py``)
 against one QSvgGenerator document (what gradviz did before), same graph, same run.
 
     python benchmarks/bench_svg_memory.py                    # GPT-1600 (88k nodes), ~2 min CPU to trace
@@ -35,7 +35,7 @@ gc.disable()   # as the CLI does (gc_paused)
 def hwm():
     return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
 graph = pickle.load(open(sys.argv[1], "rb"))
-from gradviz.render import image_export, svg_stream
+from gradviz.render.export import image_export, svg_stream
 if sys.argv[3] == "one":
     svg_stream.PART_BYTES = 1 << 62
 scene = image_export.scene_for(graph)

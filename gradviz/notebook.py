@@ -34,8 +34,8 @@ def _depth(graph: nx.DiGraph, collapse: Any) -> int | None:
 
 def svg_text(graph: nx.DiGraph, collapse: Any = "auto", theme: str = "light") -> str:
     """The graph drawn as gradviz exports it to .svg (colours by gradient norm, legend), as text."""
-    from gradviz.render.formats import ImageOptions, export_graph
-    from gradviz.render.qtcompat import ensure_app
+    from gradviz.render.export.formats import ImageOptions, export_graph
+    from gradviz.render.primitives.qtcompat import ensure_app
 
     ensure_app()   # offscreen when there is no display (a notebook server)
     depth = _depth(graph, collapse)

@@ -22,8 +22,8 @@ def test_legend_size_hint_holds_everything_it_paints(qtbot, key):
     from PySide6.QtGui import QImage, QPainter
 
     from gradviz.core.output.colors import LogColorScale
-    from gradviz.render import style
-    from gradviz.render.legend import PAD, ColorBarWidget, paint_legend
+    from gradviz.render.primitives import style
+    from gradviz.render.export.legend import PAD, ColorBarWidget, paint_legend
 
     image = QImage(1400, 120, QImage.Format_ARGB32)
     image.fill(Qt.transparent)
@@ -110,7 +110,7 @@ def test_view_stays_fitted_when_a_bottom_panel_opens_until_the_user_moves_it(qtb
 
 def test_first_view_of_a_tall_graph_keeps_node_text_readable(qtbot, window):
     """A ResNet fitted whole would be drawn as bare blocks: its width is fitted instead."""
-    from gradviz.render.items import TEXT_LOD
+    from gradviz.render.parts.items import TEXT_LOD
 
     open_and_wait(qtbot, window, MLP.parent / "cnn.py")
     assert window.view.scale_factor() >= TEXT_LOD   # node labels are drawn
@@ -123,8 +123,8 @@ def test_mark_entries_wrap_to_the_view_and_nothing_is_cut(qtbot, window):
     from PySide6.QtGui import QImage, QPainter
 
     from gradviz.core.output.colors import LogColorScale
-    from gradviz.render import style
-    from gradviz.render.legend import MARKS_H, PAD, bar_row_width, legend_size, mark_rows, paint_legend
+    from gradviz.render.primitives import style
+    from gradviz.render.export.legend import MARKS_H, PAD, bar_row_width, legend_size, mark_rows, paint_legend
 
     marks = ["broken", "cut-branch", "nan-origin"]
     one_row = legend_size(key=False, marks=marks)

@@ -165,7 +165,7 @@ def test_inspector_histogram_loads_pyqtgraph_only_when_there_is_one(tmp_path):
     histogram makes its plot when a node with a histogram is shown."""
     code = """
 import sys
-from gradviz.render.qtcompat import ensure_app
+from gradviz.render.primitives.qtcompat import ensure_app
 app = ensure_app()
 from gradviz.app.inspector_panel import InspectorPanel
 panel = InspectorPanel()

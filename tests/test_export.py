@@ -13,7 +13,7 @@ import pytest
 from gradviz.core.output.colors import CMAP, NAN_RGB, NO_GRAD_RGB, LogColorScale, auto_range, colors_for
 from gradviz.core.output.export import ExportError, atomic_write, dot_source, to_node_link, write_graphml
 from gradviz.core.runtime.formatting import json_safe
-from gradviz.render.formats import export_graph
+from gradviz.render.export.formats import export_graph
 
 
 def small_graph() -> nx.DiGraph:

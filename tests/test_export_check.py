@@ -13,8 +13,8 @@ from gradviz.cli.main import main
 from gradviz.core.output.marks import EDGE_STYLES, NODE_STYLES, marks_from_findings
 from gradviz.core.runtime.errors import ScriptError
 from gradviz.core.trace.tracer import trace
-from gradviz.render.graph_marks import graph_marks
-from gradviz.render.header import MARK_NOUNS
+from gradviz.render.scene.graph_marks import graph_marks
+from gradviz.render.scene.header import MARK_NOUNS
 
 BUGS = sorted((Path(__file__).resolve().parent.parent / "samples" / "bugs").glob("*.py"))
 

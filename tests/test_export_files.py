@@ -17,18 +17,18 @@ from test_app_support import MLP
 
 @pytest.fixture(scope="module")
 def scene(qapp):
-    from gradviz.render.image_export import scene_for
+    from gradviz.render.export.image_export import scene_for
 
     return scene_for(trace(MLP))
 
 
 def options(**kw):
-    from gradviz.render.formats import ImageOptions
+    from gradviz.render.export.formats import ImageOptions
     return ImageOptions(**kw)
 
 
 def test_png_scale_keeps_a_400_megapixel_graph_under_100(qapp):
-    from gradviz.render.image_export import MAX_PNG_PIXELS, MAX_PNG_SIDE, Page, png_scale
+    from gradviz.render.export.image_export import MAX_PNG_PIXELS, MAX_PNG_SIDE, Page, png_scale
 
     # the 500-node T5 of the issue: 14,095 x 28,378 pixels at scale 2
     page = Page(14095 / 2, 28378 / 2, None, 0, None, None, [], False, False)
@@ -45,7 +45,7 @@ def test_png_scale_keeps_a_400_megapixel_graph_under_100(qapp):
 def test_png_over_the_cap_is_scaled_down_and_says_so(scene, tmp_path):
     from PySide6.QtGui import QImage
 
-    from gradviz.render.formats import export_scene
+    from gradviz.render.export.formats import export_scene
 
     result = export_scene(scene, tmp_path / "g.png", options(scale=2.0, max_pixels=150_000))
     w, h = result.pixels
@@ -59,8 +59,8 @@ def test_png_over_the_cap_is_scaled_down_and_says_so(scene, tmp_path):
 def test_tiles_keep_full_resolution(scene, tmp_path):
     from PySide6.QtGui import QImage
 
-    from gradviz.render.formats import export_scene
-    from gradviz.render.image_export import page_image, make_page, tile_path
+    from gradviz.render.export.formats import export_scene
+    from gradviz.render.export.image_export import page_image, make_page, tile_path
 
     result = export_scene(scene, tmp_path / "g.png", options(scale=2.0, max_pixels=150_000, tiles=True,
                                                               tile_side=400))
@@ -83,7 +83,7 @@ def test_tiles_keep_full_resolution(scene, tmp_path):
 
 
 def test_svg_and_pdf_stay_vector(scene, tmp_path):
-    from gradviz.render.formats import export_scene
+    from gradviz.render.export.formats import export_scene
 
     svg = export_scene(scene, tmp_path / "g.svg", options(max_pixels=1000)).path.read_text()
     assert "<image" not in svg and "fc1.weight" in svg and "mlp_digits.py" in svg
@@ -93,8 +93,8 @@ def test_svg_and_pdf_stay_vector(scene, tmp_path):
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt, MemoryError])
 def test_an_interrupted_export_leaves_nothing(scene, tmp_path, monkeypatch, interrupt):
-    from gradviz.render import image_export
-    from gradviz.render.formats import export_scene
+    from gradviz.render.export import image_export
+    from gradviz.render.export.formats import export_scene
 
     old = tmp_path / "g.png"
     old.write_bytes(b"the previous export")
@@ -120,7 +120,7 @@ def test_an_interrupted_export_leaves_nothing(scene, tmp_path, monkeypatch, inte
 
 
 def test_a_killed_export_is_swept_by_the_next_one(tmp_path):
-    from gradviz.render.formats import export_graph
+    from gradviz.render.export.formats import export_graph
 
     code = ("import os, signal, sys; from gradviz.core.runtime.atomic import AtomicFiles; "
             "f = AtomicFiles(); tmp = f.temp_for(sys.argv[1]); open(tmp, 'wb').write(b'half a png'); "

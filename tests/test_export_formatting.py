@@ -60,11 +60,11 @@ def test_every_place_uses_the_one_formatter():
         assert short_num(x) == number(x, compact=True)
     assert fmt_num(3.6e-4) == number(3.6e-4, compact=True) and fmt_num(None) == "none"
     assert count(11617) == "11,617" and shape([2, 3]) == "(2, 3)"
-    from gradviz.render.legend import tick_text
+    from gradviz.render.export.legend import tick_text
     assert [tick_text(v) for v in (1e-5, 0.01, 1.0, 1e4)] == ["1e-5", "0.01", "1", "1e4"]
 
 
 def test_formatting_and_the_export_table_load_no_qt():
-    code = ("import sys, gradviz.core.runtime.formatting, gradviz.core.output.export, gradviz.render.formats; "
+    code = ("import sys, gradviz.core.runtime.formatting, gradviz.core.output.export, gradviz.render.export.formats; "
             "assert not [m for m in sys.modules if m.startswith('PySide6')], 'Qt loaded'")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -11,7 +11,7 @@ from test_app_support import MLP, SAMPLES, TRANSFORMER
 
 
 def scene_of(graph):
-    from gradviz.render.image_export import scene_for
+    from gradviz.render.export.image_export import scene_for
     return scene_for(graph)
 
 
@@ -75,7 +75,7 @@ def test_transformer_frames(qapp, depth):
 
 
 def test_frames_are_in_the_export_with_their_labels(qapp, tmp_path):
-    from gradviz.render.formats import export_scene
+    from gradviz.render.export.formats import export_scene
 
     scene = scene_of(trace(MLP))
     svg = export_scene(scene, tmp_path / "f.svg").path.read_text()
@@ -89,7 +89,7 @@ def test_group_and_frame_labels_stay_readable_zoomed_out(qapp):
     from PySide6.QtCore import QRectF
     from PySide6.QtGui import QImage, QPainter
 
-    from gradviz.render import items
+    from gradviz.render.parts import items
 
     scene = scene_of(collapse(trace(TRANSFORMER), depth=2))
     rect = scene.graph_rect()

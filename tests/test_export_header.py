@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gradviz.core.layout.grouping import collapse
 from gradviz.core.trace.tracer import trace
-from gradviz.render.header import ShownState, ShownValues, header_text
+from gradviz.render.scene.header import ShownState, ShownValues, header_text
 from test_app_support import TRANSFORMER
 
 
@@ -40,7 +40,7 @@ def test_collapsed_folded_marked_and_cropped():
 
 
 def test_a_folded_transformer_scene_states_its_fold(qapp):
-    from gradviz.render.image_export import scene_for
+    from gradviz.render.export.image_export import scene_for
 
     view = collapse(trace(TRANSFORMER), depth=2, fold=True)
     folds = [a["label"] for _, a in view.nodes(data=True) if a.get("fold")]

@@ -1,4 +1,4 @@
-"""SVG written in parts (render/svg_stream.py): the same drawing as one QSvgGenerator document,
+"""SVG written in parts (render/export/svg_stream.py): the same drawing as one QSvgGenerator document,
 every node label and edge in it, valid XML, ids unique, the scene left as it was, and nothing
 half-written when painting fails in a later part."""
 from __future__ import annotations
@@ -23,8 +23,8 @@ def graph():
 
 def scene_with_bands(graph, monkeypatch, band: float):
     """The scene with its module frames cut into bands ``band`` scene px tall (2,048 normally)."""
-    from gradviz.render import frame_bands, frames
-    from gradviz.render.image_export import scene_for
+    from gradviz.render.parts import frame_bands, frames
+    from gradviz.render.export.image_export import scene_for
 
     monkeypatch.setattr(frame_bands, "BAND", band)
     monkeypatch.setattr(frames, "BAND", band)
@@ -33,7 +33,7 @@ def scene_with_bands(graph, monkeypatch, band: float):
 
 @pytest.fixture()
 def scene(qapp, graph):
-    from gradviz.render.image_export import scene_for
+    from gradviz.render.export.image_export import scene_for
 
     return scene_for(graph)
 
@@ -61,8 +61,8 @@ def drawing(path) -> list[tuple]:
 
 
 def export(scene, path, part_bytes: int, monkeypatch):
-    from gradviz.render import svg_stream
-    from gradviz.render.formats import export_scene
+    from gradviz.render.export import svg_stream
+    from gradviz.render.export.formats import export_scene
 
     monkeypatch.setattr(svg_stream, "PART_BYTES", part_bytes)
     parts = []
@@ -73,12 +73,12 @@ def export(scene, path, part_bytes: int, monkeypatch):
 
 
 def test_parts_draw_exactly_what_one_document_draws(scene, tmp_path, monkeypatch):
-    from gradviz.render import svg_stream
+    from gradviz.render.export import svg_stream
 
     monkeypatch.setattr(svg_stream, "banded_frames", lambda item: None)   # the FrameItem in one piece: Qt's order
     one = export(scene, tmp_path / "one.svg", 1 << 40, monkeypatch)
     many = export(scene, tmp_path / "many.svg", 1, monkeypatch)
-    from gradviz.render.svg_stream import painted_items, pieces_of
+    from gradviz.render.export.svg_stream import painted_items, pieces_of
 
     assert one == 1 and many == len(pieces_of(painted_items(scene))) > 3     # one part per painted item
     whole, parted = drawing(tmp_path / "one.svg"), drawing(tmp_path / "many.svg")
@@ -128,7 +128,7 @@ def test_the_scene_is_left_as_it_was(banded_scene, tmp_path, monkeypatch):
 
 
 def test_a_failure_in_a_later_part_leaves_nothing(scene, tmp_path, monkeypatch):
-    from gradviz.render import image_export
+    from gradviz.render.export import image_export
 
     old = tmp_path / "g.svg"
     old.write_text("the previous export")
@@ -148,7 +148,7 @@ def test_a_failure_in_a_later_part_leaves_nothing(scene, tmp_path, monkeypatch):
 
 
 def test_ids_a_later_part_defines_are_made_its_own():
-    from gradviz.render.svg_stream import prefix_ids
+    from gradviz.render.export.svg_stream import prefix_ids
 
     part = (b'<defs>\n<linearGradient x1="0" id="gradient1"><stop/></linearGradient>\n</defs>\n'
             b'<g fill="url(#gradient1)"><rect/></g><text>url(#gradient1) gradient1</text>')

@@ -12,14 +12,14 @@ BROKEN_RGB = (0xDC, 0x26, 0x26)  # the light theme's cut-edge red (and the NaN-o
 
 def export(win, path, what="whole graph", scale=1.0):
     from gradviz.app.export_dialog import export_view
-    from gradviz.render.formats import ImageOptions
+    from gradviz.render.export.formats import ImageOptions
 
     return export_view(win.view, path, what, ImageOptions(scale=scale))
 
 
 def page_of(win, what="whole graph"):
     from gradviz.app.export_dialog import CURRENT_VIEW, visible_region
-    from gradviz.render.image_export import make_page
+    from gradviz.render.export.image_export import make_page
 
     return make_page(win.scene, visible_region(win.view) if what == CURRENT_VIEW else None)
 

@@ -50,7 +50,7 @@ def dishonest_skips(source: str) -> list[tuple[int, str]]:
 
 
 def test_the_detector_sees_each_dishonest_form():
-    bad = ("import pytest\npytest.importorskip('gradviz.render.image_export')\n"
+    bad = ("import pytest\npytest.importorskip('gradviz.render.export.image_export')\n"
            "@pytest.mark.skipif(not (ROOT / 'x.py').exists(), reason='x')\ndef test_a(): pass\n"
            "def test_b():\n    if not path.is_file():\n        pytest.skip('sample not written yet')\n")
     assert [line for line, _ in dishonest_skips(bad)] == [2, 3, 7]

@@ -1,9 +1,10 @@
 """The layers hold: import-linter's contracts (pyproject.toml), no import circle, and Qt stays out of headless use.
 
 core imports neither render, app nor Qt (lazy imports inside functions count too); render
-does not import app; the engine's rooms are layers (gradviz/core/__init__.py); no module reaches
-itself through imports. `import gradviz`, the API and every CLI command that is not the app
-never load Qt: checked in a fresh interpreter, where nothing else has imported it.
+does not import app; the engine's rooms and render's rooms are layers (gradviz/core/__init__.py,
+gradviz/render/__init__.py); no module reaches itself through imports. `import gradviz`, the API
+and every CLI command that is not the app never load Qt: checked in a fresh interpreter, where
+nothing else has imported it.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def lint(root: Path) -> subprocess.CompletedProcess:
 def test_import_contracts_hold():
     proc = lint(ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "4 kept, 0 broken" in proc.stdout
+    assert "5 kept, 0 broken" in proc.stdout
 
 
 def test_the_contract_catches_a_lazy_qt_import_in_core(tmp_path):
@@ -44,6 +45,19 @@ def test_the_contract_catches_a_lazy_qt_import_in_core(tmp_path):
     proc = lint(copy)
     assert proc.returncode != 0
     assert "BROKEN" in proc.stdout and "gradviz.core.layout.grouping -> PySide6" in proc.stdout
+
+
+def test_the_render_contract_catches_an_upward_import(tmp_path):
+    """render's rooms are layers: a function-level import from primitives up to parts (the one style.layout_graph
+    had before frame_nesting moved down) breaks the contract."""
+    copy = tmp_path / "repo"
+    shutil.copytree(ROOT / "gradviz", copy / "gradviz", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
+    with (copy / "gradviz" / "render" / "primitives" / "style.py").open("a") as f:
+        f.write("\n\ndef _sneaky():\n    from gradviz.render.parts.frames import FrameItem  # noqa: F401\n")
+    proc = lint(copy)
+    assert proc.returncode != 0
+    assert "BROKEN" in proc.stdout and "gradviz.render.primitives.style -> gradviz.render.parts.frames" in proc.stdout
 
 
 def qt_modules_after(code: str, *argv: str) -> list[str]:
@@ -91,12 +105,10 @@ def import_circles(root: Path, package: str = "gradviz") -> list[list[str]]:
     return json.loads(proc.stdout)
 
 
-def test_no_import_circles_in_the_engine_and_the_rest():
-    """No module of gradviz reaches itself through imports (#23). gradviz.render's one circle is being
-    split into layers in its own change; until then it is the only one allowed, and only inside render."""
+def test_no_import_circles_anywhere_in_gradviz():
+    """No module of gradviz reaches itself through imports (#23), render included."""
     circles = import_circles(ROOT)
-    outside = [c for c in circles if not all(m.startswith("gradviz.render.") for m in c)]
-    assert outside == [], outside
+    assert circles == [], circles
 
 
 def test_the_circle_check_sees_a_lazy_import_circle(tmp_path):

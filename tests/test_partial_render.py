@@ -13,9 +13,9 @@ from tests.conftest import ROOT, SAMPLES
 
 from PySide6.QtGui import QColor, QImage
 
-from gradviz.render.graph_marks import FailureNote
-from gradviz.render.header import header_text
-from gradviz.render.image_export import scene_for
+from gradviz.render.scene.graph_marks import FailureNote
+from gradviz.render.scene.header import header_text
+from gradviz.render.export.image_export import scene_for
 
 VIEWS = ROOT / "tests" / "scripts" / "views"
 

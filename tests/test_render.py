@@ -15,10 +15,10 @@ from PySide6.QtCore import QRectF, Qt  # noqa: E402
 from PySide6.QtGui import QImage, QPainter  # noqa: E402
 from PySide6.QtWidgets import QGraphicsView  # noqa: E402
 
-from gradviz.render import items as render_items  # noqa: E402
-from gradviz.render.image_export import render_image  # noqa: E402
-from gradviz.render.scene import GraphScene  # noqa: E402
-from gradviz.render.style import layout_graph  # noqa: E402
+from gradviz.render.parts import items as render_items  # noqa: E402
+from gradviz.render.export.formats import render_image  # noqa: E402
+from gradviz.render.scene.scene import GraphScene  # noqa: E402
+from gradviz.render.primitives.style import layout_graph  # noqa: E402
 
 SCRIPT = '''
 import torch

@@ -13,16 +13,16 @@ from PySide6.QtCore import QLineF, QPointF, QRectF, Qt  # noqa: E402
 from PySide6.QtGui import QImage, QPainter, QPainterPath, QTransform  # noqa: E402
 from PySide6.QtWidgets import QGraphicsPathItem, QGraphicsView  # noqa: E402
 
-from gradviz.render.edges import LONG, EdgeBatch  # noqa: E402
-from gradviz.render.frame_bands import BAND  # noqa: E402
-from gradviz.render import items as render_items  # noqa: E402
-from gradviz.render import overview as overview_module  # noqa: E402
-from gradviz.render.frames import FrameItem  # noqa: E402
-from gradviz.render.items import NodeBatch, NodeItem  # noqa: E402
-from gradviz.render.long_edges import LongEdges, clip_curves  # noqa: E402
-from gradviz.render.scene import GraphScene  # noqa: E402
-from gradviz.render.style import layout_graph  # noqa: E402
-from gradviz.render.tiles import kd_chunks  # noqa: E402
+from gradviz.render.parts.edges import LONG, EdgeBatch  # noqa: E402
+from gradviz.render.parts.frame_bands import BAND  # noqa: E402
+from gradviz.render.parts import items as render_items  # noqa: E402
+from gradviz.render.scene import overview as overview_module  # noqa: E402
+from gradviz.render.parts.frames import FrameItem  # noqa: E402
+from gradviz.render.parts.items import NodeBatch, NodeItem  # noqa: E402
+from gradviz.render.parts.long_edges import LongEdges, clip_curves  # noqa: E402
+from gradviz.render.scene.scene import GraphScene  # noqa: E402
+from gradviz.render.primitives.style import layout_graph  # noqa: E402
+from gradviz.render.primitives.tiles import kd_chunks  # noqa: E402
 
 # a cell unrolled over 60 steps: its parameters feed every step, so their edges run the whole
 # (~16,000 px) height of the drawing, and the cell's Linear modules get frames as tall
@@ -423,7 +423,7 @@ def test_a_frame_asked_for_by_a_dropped_picture_does_nothing(big, monkeypatch, q
 def test_a_dense_fan_is_filled_as_one_band_with_the_same_ink():
     """Thousands of long edges a fraction of a pixel apart: one filled band instead of strokes,
     covering the same pixels (within the antialiased rim); sparse lines stay lines."""
-    from gradviz.render.edge_fans import fans
+    from gradviz.render.primitives.edge_fans import fans
 
     rng = np.random.default_rng(3)
     top = np.linspace(200, 230, 2000) + rng.uniform(-0.2, 0.2, 2000)       # a parameter's fan-out
@@ -458,7 +458,7 @@ def test_a_dense_fan_is_filled_as_one_band_with_the_same_ink():
 def test_a_highlighted_fan_strokes_only_what_is_near_the_view(scene, unrolled):
     """Selecting a parameter used at every step highlights edges as tall as the graph: on screen
     only their runs in view are stroked, with the same ink as stroking the whole path."""
-    from gradviz.render.clipped_paths import ClippedPathItem
+    from gradviz.render.parts.clipped_paths import ClippedPathItem
 
     graph, layout = unrolled
     param = max((n for n in graph if str(n).startswith("param:")), key=graph.out_degree)
@@ -501,9 +501,9 @@ def test_the_frames_item_lives_as_long_as_the_scene_even_after_parent_item(qtbot
     import gc
 
     from gradviz.core.trace.tracer import trace
-    from gradviz.render.frames import FrameItem
-    from gradviz.render.scene import GraphScene
-    from gradviz.render.style import layout_graph
+    from gradviz.render.parts.frames import FrameItem
+    from gradviz.render.scene.scene import GraphScene
+    from gradviz.render.primitives.style import layout_graph
 
     from test_app_support import MLP
 

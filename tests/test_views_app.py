@@ -176,7 +176,7 @@ def test_shape_mismatch_forward_in_the_window(qtbot, window):
     # matmul of (3, 3) by (5, 5) in the user's forward: the graph up to it, the call red, its input
     # shapes on the box, the error and file:line in the note under it, the Errors panel still open
     from gradviz.app import failing_forward
-    from gradviz.render.graph_marks import FailureNote
+    from gradviz.render.scene.graph_marks import FailureNote
 
     part = failing_forward.install(window)      # held: a part nobody holds is garbage-collected
     path = SAMPLES.parent / "tests" / "scripts" / "bad_forward.py"

@@ -151,7 +151,7 @@ def test_the_whole_window_opens_with_the_graph_in_front(qtbot, full):
 def test_module_names_stay_readable_below_the_legible_scale(qtbot, window):
     """At Fit on a collapsed overview drawn below 0.6 (11 px names would be < 7 px on screen), the
     module boxes' names are drawn at a fixed 11 screen px; at 0.6 and above, the box's own title."""
-    from gradviz.render import items
+    from gradviz.render.parts import items
 
     open_and_wait(qtbot, window, SAMPLES / "cnn.py")
     change_view(qtbot, window, window.collapse_all)

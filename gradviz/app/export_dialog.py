@@ -1,6 +1,6 @@
 """File ▸ Export graph…: the scene on screen, as it is, to PNG, SVG or PDF.
 
-What is exported is the window's own scene (``gradviz.render.formats.export_scene``):
+What is exported is the window's own scene (``gradviz.render.export.formats.export_scene``):
 the values of the step on screen, its colour range, the collapsed and expanded modules,
 the diagnosis marks, each explained in the legend, and a header that says so. The user
 picks "Current view" (the part of the graph in the window) or "Whole graph". A PNG over
@@ -15,8 +15,8 @@ from PySide6.QtWidgets import (QButtonGroup, QCheckBox, QComboBox, QDialog, QDia
                                QFormLayout, QLabel, QMessageBox, QRadioButton, QVBoxLayout, QWidget)
 
 from gradviz.core.runtime.formatting import number
-from gradviz.render.formats import IMAGE_FORMATS, FORMATS, ExportError, ExportResult, ImageOptions, export_scene
-from gradviz.render.image_export import cap_limit, make_page, png_scale
+from gradviz.render.export.formats import IMAGE_FORMATS, FORMATS, ExportError, ExportResult, ImageOptions, export_scene
+from gradviz.render.export.image_export import cap_limit, make_page, png_scale
 
 FILTERS = {f"{FORMATS[ext].label} (*{ext})": ext for ext in (".png", ".svg", ".pdf")}
 SCALES = [1.0, 2.0, 3.0, 4.0]

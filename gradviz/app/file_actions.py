@@ -13,8 +13,8 @@ from gradviz.app.export_dialog import WHOLE_GRAPH, ask_and_export, export_view
 from gradviz.app.formatting import count
 from gradviz.app.graph_view import GraphView
 from gradviz.app.session import Session
-from gradviz.render.formats import ImageOptions
-from gradviz.render.image_export import ExportResult, copy_to_clipboard
+from gradviz.render.export.formats import ImageOptions
+from gradviz.render.export.image_export import ExportResult, copy_to_clipboard
 
 log = logging.getLogger(__name__)
 

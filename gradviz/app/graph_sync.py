@@ -25,7 +25,7 @@ from gradviz.app.status_bar import StatusBar
 from gradviz.app.graph_view import GraphView
 from gradviz.core.output.colors import LogColorScale
 from gradviz.core.layout.types import Layout
-from gradviz.render.scene import GraphScene
+from gradviz.render.scene.scene import GraphScene
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from gradviz.app.inspector_panel import InspectorPanel
 from gradviz.app.outline_panel import OutlinePanel
 from gradviz.app.selection import highlight_for, neighbour
 from gradviz.app.session import Session
-from gradviz.render.scene import GraphScene
+from gradviz.render.scene.scene import GraphScene
 
 
 class InteractionHost(Protocol):

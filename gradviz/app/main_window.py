@@ -43,7 +43,7 @@ from gradviz.app.session import Session
 from gradviz.app.settings import MIN_GRAPH_FRACTION, usable_geometry, window_settings
 from gradviz.app.status_bar import StatusBar
 from gradviz.app.theme import palette_theme
-from gradviz.render.scene import GraphScene
+from gradviz.render.scene.scene import GraphScene
 
 log = logging.getLogger(__name__)
 

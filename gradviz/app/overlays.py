@@ -11,8 +11,8 @@ from typing import Callable
 from gradviz.app.graph_view import GraphView
 from gradviz.app.minimap import Minimap
 from gradviz.app.theme import palette_theme
-from gradviz.render.legend import ColorBarWidget
-from gradviz.render.scene import GraphScene
+from gradviz.render.export.legend import ColorBarWidget
+from gradviz.render.scene.scene import GraphScene
 
 LEGEND_INSET = 12     # px from the viewport's left and bottom edges
 LEGEND_GAP = 6        # px kept free between the graph and the legend's top

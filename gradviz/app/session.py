@@ -253,7 +253,7 @@ def view_job(graph, expanded: set[str]):
 
 
 def layout_view(view):
-    """Lay out with the box sizes the scene draws (``render.style.layout_graph``)."""
-    from gradviz.render.style import layout_graph
+    """Lay out with the box sizes the scene draws (``render.primitives.style.layout_graph``)."""
+    from gradviz.render.primitives.style import layout_graph
 
     return layout_graph(view)

@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         if out.suffix.lower() == ".json":
             _write_json(result, out)
         else:
-            from gradviz.render.attribution_paint import save_png   # Qt loads here, and only here
+            from gradviz.render.export.attribution_paint import save_png   # Qt loads here, and only here
 
             save_png(result, out, example=example)
     except GradvizError as exc:

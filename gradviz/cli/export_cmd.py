@@ -1,6 +1,6 @@
 """``gradviz export SCRIPT -o FILE``: trace a model script and write the graph.
 
-The format follows FILE's extension (``gradviz.render.formats.FORMATS``): .json .graphml
+The format follows FILE's extension (``gradviz.render.export.formats.FORMATS``): .json .graphml
 .dot (data) or .svg .png .pdf (drawn by the app's renderer, header and legend included).
 ``--check`` runs the health checklist first and draws what it finds (cut edges red
 dashed, NaN origins with a "!" badge, each explained in the legend). Exit status: 0
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from gradviz.core.runtime.errors import ScriptError
-    from gradviz.render.formats import ExportError, ImageOptions, check_target, export_graph
+    from gradviz.render.export.formats import ExportError, ImageOptions, check_target, export_graph
 
     out = Path(args.output)
     # Check the destination before tracing: a typo should not cost a whole trace.

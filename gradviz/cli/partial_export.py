@@ -12,7 +12,7 @@ from typing import Any
 
 def export_failure(error: BaseException, args: Any, out: Path) -> None:
     from gradviz.core.trace.partial_trace import failure_graph_for
-    from gradviz.render.formats import ExportError, ImageOptions, export_graph
+    from gradviz.render.export.formats import ExportError, ImageOptions, export_graph
 
     graph = failure_graph_for(error, args.script, step=args.step, device=args.device)
     if graph is None:

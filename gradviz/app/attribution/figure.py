@@ -7,8 +7,8 @@ from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from gradviz.core.attribution.attribute import AttributionResult
-from gradviz.render import style
-from gradviz.render.attribution_paint import Hit, figure_height, paint_figure
+from gradviz.render.primitives import style
+from gradviz.render.export.attribution_paint import Hit, figure_height, paint_figure
 
 MIN_W = 560
 

@@ -18,7 +18,7 @@ def compare_job(a: str, b: str):
     def job(ctx: JobContext) -> CompareResult:
         from gradviz.core.record.compare import compare
         from gradviz.core.record.compare_view import compare_views
-        from gradviz.render.style import layout_graph
+        from gradviz.render.primitives.style import layout_graph
 
         ctx.phase("reading the runs")
         comparison = compare(a, b)

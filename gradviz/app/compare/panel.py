@@ -23,8 +23,8 @@ from gradviz.core.output.colors import LogColorScale
 from gradviz.core.runtime.formatting import number
 from gradviz.core.layout.grouping import group_of
 from gradviz.core.record.compare_view import RATIO_CMAP
-from gradviz.render.legend import ColorBarWidget
-from gradviz.render.scene import GraphScene
+from gradviz.render.export.legend import ColorBarWidget
+from gradviz.render.scene.scene import GraphScene
 
 PART = "compare"
 IDLE_TEXT = "Compare two steps of a run (RUN@10, RUN@500) or two runs (before and after a fix)."

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QWidget
 
 from gradviz.core.output.colors import NAN_RGB, NO_GRAD_RGB
 from gradviz.core.record.compare_view import RATIO_CMAP
-from gradviz.render import style
+from gradviz.render.primitives import style
 
 BAR_W, BAR_H = 220.0, 12.0
 CAPTION = "gradient norm B / A"

@@ -38,7 +38,7 @@ class Layout:
 def node_size(node: Hashable, attrs: dict) -> tuple[float, float]:
     """Box size when the caller gives none (``sizes``): ``width``/``height`` attributes, else
     estimated from the label. Drawn graphs get sizes measured in the drawing's fonts
-    (``gradviz.render.style.box_sizes``)."""
+    (``gradviz.render.primitives.style.box_sizes``)."""
     if "width" in attrs and "height" in attrs:
         return float(attrs["width"]), float(attrs["height"])
     label = attrs.get("label")

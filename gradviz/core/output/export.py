@@ -1,6 +1,6 @@
 """Write a traced graph as data: JSON (node-link), GraphML and Graphviz DOT. No Qt.
 
-These are the data rows of the export table (``gradviz.render.formats.FORMATS``, which
+These are the data rows of the export table (``gradviz.render.export.formats.FORMATS``, which
 also holds the image formats drawn by ``gradviz.render``). Diagnosis marks travel with
 the graph (``graph.graph["marks"]``, see ``core.marks``): JSON and GraphML carry them as
 data, DOT draws them (cut edges red dashed, marked nodes with a red outline and "!").

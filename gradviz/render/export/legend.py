@@ -16,12 +16,13 @@ from gradviz.core.output.colors import INF_RGB, NAN_RGB, NO_GRAD_RGB, LogColorSc
 from gradviz.core.runtime.formatting import number
 from gradviz.core.output.marks import EDGE_STYLES, NODE_STYLES
 from gradviz.core.output.structure_colors import StructureColors
-from gradviz.render import style
-from gradviz.render.structure_paint import paint_structure_row
-from gradviz.render.marks_layer import mark_pen, paint_badge
-from gradviz.render.node_paint import folder_path, octagon
+from gradviz.render.export.structure_paint import paint_structure_row
+from gradviz.render.export.swatch import SWATCH_H, paint_swatch
+from gradviz.render.parts.node_paint import folder_path, octagon
+from gradviz.render.primitives import style
+from gradviz.render.scene.marks_layer import mark_pen, paint_badge
 
-BAR_W, BAR_H = 200.0, 12.0
+BAR_W, BAR_H = 200.0, SWATCH_H
 ROW_H = 40.0      # colour bar row: bar + tick labels
 KEY_H = 26.0      # node-kind key row
 MARKS_H = 24.0    # diagnosis-mark row
@@ -164,17 +165,6 @@ def _paint_bar(painter: QPainter, x: float, y: float, scale: LogColorScale, them
     sx = bx + BAR_W + 22  # swatches for values the bar cannot show
     for rgb, label in SWATCHES:
         sx = paint_swatch(painter, sx, y, rgb, label, theme) + 16
-
-
-def paint_swatch(painter: QPainter, x: float, y: float, rgb, label: str, theme: style.Theme) -> float:
-    """A colour swatch and its label at (x, y); returns the x where the label ends."""
-    painter.setPen(QPen(QColor(theme.muted_text), 0.8))
-    painter.setBrush(QColor(*rgb))
-    painter.drawRoundedRect(QRectF(x, y, 18, BAR_H), 2, 2)
-    painter.setPen(QColor(theme.strong_outline))
-    painter.setFont(style.font(11, 400))
-    painter.drawText(QPointF(x + 23, y + BAR_H - 1), label)
-    return x + 23 + style.text_width(label, 11, 400)
 
 
 def _paint_marks(painter: QPainter, x: float, y: float, theme: style.Theme, marks: Sequence[str]) -> None:

@@ -1,7 +1,7 @@
 """Look of the graph: themes, fonts, and the box size of each node kind.
 
 Box sizes are measured here with the fonts the scene paints with (this thread's metrics,
-``render.metrics``) and handed to the layout engine as an input (``layout(graph,
+``render.primitives.metrics``) and handed to the layout engine as an input (``layout(graph,
 sizes=...)``): data flows one way, render -> core layout -> render scene. Use
 ``layout_graph(graph)`` to lay out a graph meant for ``GraphScene``.
 """
@@ -17,8 +17,9 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QFont
 
 from gradviz.core.runtime.formatting import number, shape_text
-from gradviz.render import metrics
-from gradviz.render.fold_paint import fold_lines, fold_size
+from gradviz.render.primitives import metrics
+from gradviz.render.primitives.fold_paint import fold_lines, fold_size
+from gradviz.render.primitives.frame_nesting import LABEL_STEP, nesting_height
 
 LABEL_PX = 12          # primary text of a box
 SMALL_PX = 10          # shapes, module types, counts
@@ -69,7 +70,7 @@ def theme(name_or_theme: str | Theme | None) -> Theme:
 @lru_cache(maxsize=None)
 def font(px: int, weight: int = 400) -> QFont:
     """The GUI thread's font (cached; painting happens there). Other threads measure
-    with ``render.metrics``, which builds fonts of their own."""
+    with ``render.primitives.metrics``, which builds fonts of their own."""
     return metrics.make_font(px, weight)
 
 
@@ -158,7 +159,6 @@ def layout_graph(graph: nx.DiGraph, options: Any = None):
     """``gradviz.core.layout.layered.layout`` with box sizes that fit the scene's text."""
     from gradviz.core.layout.layered import layout
     from gradviz.core.layout.types import LayoutOptions
-    from gradviz.render.frames import LABEL_STEP, nesting_height
 
     opts = options or LayoutOptions()
     levels = nesting_height(graph)   # nested module frames stack their labels between layers

@@ -4,6 +4,9 @@ Per node the scene keeps parallel lists (rect, kind, colours, text) indexed by t
 node's position; ``NodeItem`` (hit-testing, selection) and the batch items that paint
 read them. Recolouring (``set_norms``) therefore touches lists and repaints batches; it
 never rebuilds items, so it is cheap enough to run on every training step.
+
+The parts it builds (``render.parts``) and its overlays read it through the Protocols of
+``parts/scene_reads.py``, never this class: the scene imports its parts, no part imports the scene.
 """
 from __future__ import annotations
 
@@ -21,17 +24,17 @@ from gradviz.core.output.colors import LogColorScale, auto_range
 from gradviz.core.runtime.formatting import number
 from gradviz.core.layout.types import Layout
 from gradviz.core.output.marks import Marks
-from gradviz.render import style
-from gradviz.render.edges import build_edges
-from gradviz.render.frames import Frame, FrameItem, build_frames
-from gradviz.render.graph_marks import decorate, failed_indices, graph_marks
-from gradviz.render.header import ShownState, ShownValues
-from gradviz.render.items import NodeBatch, NodeItem, build_node_batches
-from gradviz.render.marks_layer import MarkLayer
-from gradviz.render.node_colors import NodeColors
-from gradviz.render.node_paint import NodePainter, elided_lines
-from gradviz.render.overview import Overview, add_overview
-from gradviz.render.tiles import BoxIndex
+from gradviz.render.parts.edges import build_edges
+from gradviz.render.parts.frames import Frame, FrameItem, build_frames
+from gradviz.render.parts.items import NodeBatch, NodeItem, build_node_batches
+from gradviz.render.parts.node_colors import NodeColors
+from gradviz.render.parts.node_paint import NodePainter, elided_lines
+from gradviz.render.primitives import style
+from gradviz.render.primitives.tiles import BoxIndex
+from gradviz.render.scene.graph_marks import decorate, failed_indices, graph_marks
+from gradviz.render.scene.header import ShownState, ShownValues
+from gradviz.render.scene.marks_layer import MarkLayer
+from gradviz.render.scene.overview import Overview, add_overview
 
 MARGIN = 24.0
 

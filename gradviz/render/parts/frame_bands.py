@@ -5,15 +5,22 @@ that is on screen. The cut is exact: each rectangle of a frame's area is clipped
 segment is split at band edges."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainterPath
 
-if TYPE_CHECKING:
-    from gradviz.render.frames import Frame
-
 BAND = 2048.0   # scene px
+
+
+class Outlined(Protocol):
+    """What ``banded`` reads of a frame (``frames.Frame``, which is built from this module's paths)."""
+    rects: list[tuple[float, float, float, float]]      # its area's rectangles
+    segments: list[tuple[float, float, float, float]]   # its outline's lines
+    pieces: list[QRectF]
+
+    @property
+    def label_at(self) -> list[QPointF]: ...
 
 
 class BandPart(NamedTuple):
@@ -59,7 +66,7 @@ def _split(rows: list[tuple[float, float, float, float]], out: dict[int, list], 
                 break
 
 
-def banded(frames: list["Frame"]) -> dict[int, list[BandPart]]:
+def banded(frames: list[Outlined]) -> dict[int, list[BandPart]]:
     """Band index -> what each frame draws there (frames in paint order)."""
     out: dict[int, list[BandPart]] = {}
     for k, frame in enumerate(frames):

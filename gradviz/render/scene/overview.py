@@ -18,20 +18,16 @@ from __future__ import annotations
 
 import math
 import time
-from typing import TYPE_CHECKING
-
 import numpy as np
 import shiboken6
 from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QImage, QPainter, QPainterPath, QTransform
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
-from gradviz.render.frames import FrameItem
-from gradviz.render.items import Batch, lod_of
-from gradviz.render.long_edges import LongEdges
-
-if TYPE_CHECKING:
-    from gradviz.render.scene import GraphScene
+from gradviz.render.parts.frames import FrameItem
+from gradviz.render.parts.items import Batch, lod_of
+from gradviz.render.parts.long_edges import LongEdges
+from gradviz.render.parts.scene_reads import OverviewHost
 
 MIN_NODES = 20_000          # smaller graphs paint fast enough at any zoom
 MAX_SIDE = 16384            # the picture's longer side, pixels (a slim graph: 16384 x 6)
@@ -52,7 +48,7 @@ def overview_lod(rect: QRectF, nodes: int) -> float:
                MAX_LOD)
 
 
-def add_overview(scene: "GraphScene", rect: QRectF) -> "Overview | None":
+def add_overview(scene: OverviewHost, rect: QRectF) -> "Overview | None":
     """The overview item of a scene whose graph covers ``rect`` (None: small enough to paint)."""
     lod = overview_lod(rect, len(scene.ids))
     if lod <= 0:
@@ -66,7 +62,7 @@ def add_overview(scene: "GraphScene", rect: QRectF) -> "Overview | None":
 class Overview(QGraphicsItem):
     """The cached picture of the whole graph, under everything else."""
 
-    def __init__(self, scene: "GraphScene", rect: QRectF, lod: float) -> None:
+    def __init__(self, scene: OverviewHost, rect: QRectF, lod: float) -> None:
         super().__init__()
         self._scene = scene
         self._rect = QRectF(rect)
@@ -184,7 +180,7 @@ class _Picture:
     rows (only those crossing a band paint, cut to it), the long edges (whose strokes cross
     every band) some lines at a time."""
 
-    def __init__(self, scene: "GraphScene", rect: QRectF, lod: float, generation: int, plan: list[tuple]) -> None:
+    def __init__(self, scene: OverviewHost, rect: QRectF, lod: float, generation: int, plan: list[tuple]) -> None:
         self.generation = generation
         w = max(1, math.ceil(rect.width() * lod))
         h = max(1, math.ceil(rect.height() * lod))

@@ -11,7 +11,7 @@ from typing import Iterable, Sequence
 from PySide6.QtGui import QColor
 
 from gradviz.core.output.colors import text_color_for
-from gradviz.render.node_paint import darker, secondary_text
+from gradviz.render.parts.node_paint import darker, secondary_text
 
 
 class NodeColors:

@@ -6,12 +6,12 @@ from PySide6.QtCore import QPointF
 from PySide6.QtGui import QColor, QPainter
 
 from gradviz.core.output.structure_colors import StructureColors
-from gradviz.render import style
+from gradviz.render.export.swatch import paint_swatch
+from gradviz.render.primitives import style
 
 
 def paint_structure_row(painter: QPainter, x: float, y: float, structure: StructureColors, theme: style.Theme,
                         width: float, swatch_h: float = 12.0) -> None:
-    from gradviz.render.legend import paint_swatch   # legend imports this module
     """Caption on the first line, then as many category swatches as fit in ``width`` (two lines)."""
     muted = QColor(theme.muted_text)
     painter.setFont(style.font(11, 500))

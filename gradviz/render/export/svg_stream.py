@@ -32,7 +32,7 @@ def painted_items(scene) -> list:
     from PySide6.QtCore import Qt
     from PySide6.QtWidgets import QGraphicsItem
 
-    from gradviz.render.items import NodeItem
+    from gradviz.render.parts.items import NodeItem
 
     out = []
     for item in scene.items(Qt.AscendingOrder):
@@ -75,7 +75,7 @@ class Piece:
 
 def banded_frames(item) -> dict | None:
     """The FrameItem's frames by band (``frame_bands.banded``), if it has more than one band."""
-    from gradviz.render.frames import FrameItem
+    from gradviz.render.parts.frames import FrameItem
 
     bands = getattr(item, "_bands", None) if isinstance(item, FrameItem) else None
     return bands if isinstance(bands, dict) and len(bands) > 1 else None

@@ -13,7 +13,7 @@ from functools import lru_cache
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFont, QFontMetricsF
 
-from gradviz.render.qtcompat import ensure_app
+from gradviz.render.primitives.qtcompat import ensure_app
 
 FONT_FAMILIES = ["Inter", "Segoe UI", "Helvetica Neue", "Helvetica", "Arial", "Liberation Sans", "DejaVu Sans"]
 

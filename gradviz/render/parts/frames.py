@@ -5,12 +5,12 @@ around everything it holds, so module boundaries stay visible after expanding. A
 one padded strip per layer over each run of the module's boxes, joined across the gaps
 between layers where no other box is in the way (``frame_shapes``): it follows the
 module's shape instead of a bounding box that would cover its neighbours' boxes. Outer
-modules get wider padding than the modules inside them, so frames nest.
+modules get wider padding than the modules inside them, so frames nest (``frame_nesting``:
+which modules are framed and how deep).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import networkx as nx
 from PySide6.QtCore import QPointF, QRectF, Qt
@@ -18,20 +18,14 @@ from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from gradviz.core.trace.modules import prefixes
-from gradviz.render import frame_shapes as shapes
-from gradviz.render import style
-from gradviz.render.far_labels import MIN_SCREEN_W, paint_far_label
-from gradviz.render.items import visible_area
-from gradviz.render.frame_bands import BAND, BandPart, area_path, banded, lines_path
+from gradviz.render.parts.frame_bands import BAND, BandPart, area_path, banded, lines_path
+from gradviz.render.parts.items import visible_area
+from gradviz.render.parts.scene_reads import PaintState
+from gradviz.render.primitives import frame_shapes as shapes
+from gradviz.render.primitives import style
+from gradviz.render.primitives.far_labels import MIN_SCREEN_W, paint_far_label
+from gradviz.render.primitives.frame_nesting import framed_modules, nesting_heights, padding
 
-if TYPE_CHECKING:
-    from gradviz.render.scene import GraphScene
-
-PAD_X = 6.0                   # side padding of an innermost frame (+4 per level of frames inside)
-PAD_TOP = 17.0                # room for the label above the module's first row
-PAD_BOTTOM = 6.0
-LABEL_STEP = 14.0             # each level of nesting stacks its label above the inner one
-MAX_LEVELS = 2                # padding stops growing past this nesting height
 LABEL_PX = 10
 FRAME_Z = -1.0
 # a module drawn open with more boxes than this gets no frame: its outline (a union of one strip
@@ -59,63 +53,13 @@ class Frame:
         return [QPointF(b.left() + 5, b.top() + 12) for b in self.pieces]
 
 
-def framed_modules(graph: nx.DiGraph) -> dict[str, list[str]]:
-    """Module path -> view node ids drawn inside it, for every module drawn open.
-
-    A collapsed box ``group:M`` counts as inside M's parents (not M: M is the box itself).
-    Inputs and the loss belong to no module. The whole model ('') gets no frame. A chain of
-    modules that hold exactly the same boxes (``resnet`` > ``resnet.encoder`` > ... each with
-    one child) gets one frame, the innermost's, whose label is the full path anyway.
-    """
-    members: dict[str, list[str]] = {}
-    for nid, attrs in graph.nodes(data=True):
-        kind = attrs.get("kind")
-        if kind in ("loss", "input"):
-            continue
-        module = attrs.get("module") or ""
-        paths = prefixes(module)[:-1] if kind == "group" else prefixes(module)
-        for path in paths:
-            if path:
-                members.setdefault(path, []).append(nid)
-    innermost: dict[frozenset, str] = {}
-    for path in sorted(members, key=lambda p: p.count(".")):   # deeper ones replace their outer chain
-        innermost[frozenset(members[path])] = path
-    keep = set(innermost.values())
-    return {path: ids for path, ids in members.items() if path in keep}
-
-
-def _heights(modules: list[str]) -> dict[str, int]:
-    """Nesting height: 0 for a frame with no framed module inside, else 1 + the tallest inside."""
-    height = {m: 0 for m in modules}
-    for m in sorted(modules, key=lambda p: -p.count(".")):
-        parent = m.rpartition(".")[0]
-        while parent and parent not in height:
-            parent = parent.rpartition(".")[0]
-        if parent:
-            height[parent] = max(height[parent], height[m] + 1)
-    return height
-
-
-def padding(height: int) -> tuple[float, float, float]:
-    """(side, top, bottom) padding of a frame with ``height`` levels of frames inside:
-    each level adds room for its own label above the inner ones."""
-    h = min(height, MAX_LEVELS)
-    return PAD_X + 4.0 * h, PAD_TOP + LABEL_STEP * h, PAD_BOTTOM + 4.0 * h
-
-
-def nesting_height(graph: nx.DiGraph) -> int:
-    """Levels of frames inside the outermost frame (capped): the layout leaves room for their labels."""
-    heights = _heights(list(framed_modules(graph)))
-    return min(max(heights.values(), default=-1) + 1, MAX_LEVELS + 1)
-
-
 def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF]) -> list[Frame]:
     """Frames of the modules drawn open in ``graph`` (a view), outermost first."""
     members = framed_modules(graph)
     if not members:
         return []
     modules_info = graph.graph.get("modules", {})
-    heights = _heights(list(members))
+    heights = nesting_heights(list(members))
     rows = shapes.Rows([(r.left(), r.top(), r.right(), r.bottom()) for r in rects])
     frames = []
     for module in sorted(members, key=lambda p: (p.count("."), p)):
@@ -142,7 +86,7 @@ class FrameItem(QGraphicsItem):
     strips), so each frame is cut into horizontal bands ``BAND`` tall, and a frame paints only
     the bands (and labels) that meet the exposed area."""
 
-    def __init__(self, scene: "GraphScene", frames: list[Frame]) -> None:
+    def __init__(self, scene: PaintState, frames: list[Frame]) -> None:
         super().__init__()
         self._scene = scene
         self.frames = frames

@@ -15,9 +15,9 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath
 from PySide6.QtWidgets import QGraphicsPathItem, QStyleOptionGraphicsItem
 
-from gradviz.render.edges import LONG
-from gradviz.render.items import lod_of, visible_area
-from gradviz.render.long_edges import clip_curves, distinct, flat_runs
+from gradviz.render.parts.edges import LONG
+from gradviz.render.parts.items import lod_of, visible_area
+from gradviz.render.parts.long_edges import clip_curves, distinct, flat_runs
 
 MANY = 24    # long runs in view beyond which they are drawn a pixel wide
 _MOVE, _CURVE = QPainterPath.ElementType.MoveToElement, QPainterPath.ElementType.CurveToElement

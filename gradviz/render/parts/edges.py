@@ -11,7 +11,7 @@ the place they are drawn at.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import networkx as nx
 import numpy as np
@@ -20,12 +20,11 @@ from PySide6.QtGui import QPainterPath, QPolygonF
 
 from gradviz.core.runtime.formatting import shape_text
 from gradviz.core.layout.types import Layout
-from gradviz.render import style
-from gradviz.render.items import EdgeBatch
-from gradviz.render.tiles import kd_chunks
-
-if TYPE_CHECKING:
-    from gradviz.render.scene import GraphScene
+from gradviz.render.parts.items import EdgeBatch
+from gradviz.render.parts.long_edges import LongEdges
+from gradviz.render.parts.scene_reads import EdgeBuild
+from gradviz.render.primitives import style
+from gradviz.render.primitives.tiles import kd_chunks
 
 EDGES_PER_BATCH = 160
 ARROW_LEN, ARROW_HALF_W = 7.0, 3.6
@@ -68,10 +67,8 @@ class Part(NamedTuple):
     label: tuple[QPointF, str] | None = None
 
 
-def build_edges(scene: "GraphScene", graph: nx.DiGraph, layout: Layout) -> None:
+def build_edges(scene: EdgeBuild, graph: nx.DiGraph, layout: Layout) -> None:
     """Add the edge items to ``scene`` and fill ``scene.edge_paths`` (used by overlays)."""
-    from gradviz.render.long_edges import LongEdges
-
     entries = []
     for (u, v), pts in layout.edges.items():
         if len(pts) >= 2 and u in scene.index and v in scene.index:
@@ -124,7 +121,7 @@ def _parts(pts: list, path: QPainterPath, label, long_ends: list) -> list[Part]:
     return ends + [Part(_box(pts[a:b + 1]), pts[a:b + 1], b == len(pts) - 1) for a, b in runs]
 
 
-def _add_batches(scene: "GraphScene", parts: list[Part], dashed: bool) -> None:
+def _add_batches(scene: EdgeBuild, parts: list[Part], dashed: bool) -> None:
     if not parts:
         return
     boxes = np.array([p.box for p in parts], dtype=np.float64)

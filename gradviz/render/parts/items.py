@@ -7,16 +7,14 @@ colour, so a frame of 11,600 nodes is about a hundred Python calls, not 30,000.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsRectItem, QStyleOptionGraphicsItem
 
-from gradviz.render.tiles import boxes_array, kd_chunks, union_rect
-
-if TYPE_CHECKING:
-    from gradviz.render.scene import GraphScene
+from gradviz.render.parts.scene_reads import NodeBuild, NodeTable, PaintState
+from gradviz.render.primitives.far_labels import paint_far_label
+from gradviz.render.primitives.paint_stats import PAINT_STATS
+from gradviz.render.primitives.tiles import boxes_array, kd_chunks, union_rect
 
 # Level of detail (screen pixels per scene pixel) below which things are left out.
 SIMPLE_LOD = 0.3        # below: nodes are plain filled rectangles, edges hairlines without arrows
@@ -26,7 +24,6 @@ GROUP_TEXT_LOD = 0.6    # below: module box names at a fixed 11 screen px (the f
 
 NODES_PER_BATCH = 128   # at most: k-d chunks hold 64-128 boxes
 _SELECTED_CHANGED = QGraphicsItem.ItemSelectedHasChanged
-PAINT_STATS = {"node_text": 0, "edge_labels": 0, "simple_batches": 0}  # read by tests / benchmarks
 
 
 def lod_of(painter: QPainter) -> float:
@@ -48,7 +45,7 @@ def visible_area(painter: QPainter, option: QStyleOptionGraphicsItem, whole: boo
     return rect
 
 
-def build_node_batches(scene: "GraphScene") -> QRectF:
+def build_node_batches(scene: NodeBuild) -> QRectF:
     """Add the scene's ``NodeBatch`` items (nearby boxes, ``NODES_PER_BATCH`` at most) and fill
     ``scene.node_batches`` / ``batch_of``; returns the rectangle covering all boxes.
 
@@ -95,7 +92,7 @@ class Batch(QGraphicsRectItem):
     A rect item without a pen, so Qt asks its bounding rect in C++: it does so several times
     per item and frame, and a Python ``boundingRect`` made that a call into Python each time."""
 
-    def __init__(self, scene: "GraphScene", rect: QRectF) -> None:
+    def __init__(self, scene: PaintState, rect: QRectF) -> None:
         super().__init__(rect)
         self._scene = scene
         self.setPen(Qt.NoPen)
@@ -114,7 +111,9 @@ class Batch(QGraphicsRectItem):
 
 
 class NodeBatch(Batch):
-    def __init__(self, scene: "GraphScene", indices: list[int], rect: QRectF) -> None:
+    _scene: NodeTable
+
+    def __init__(self, scene: NodeTable, indices: list[int], rect: QRectF) -> None:
         super().__init__(scene, rect)
         self.indices = indices
         self.groups = [i for i in indices if scene.kinds[i] == "group"]   # collapsed modules: far labels
@@ -171,8 +170,6 @@ class NodeBatch(Batch):
 
     def _far_labels(self, painter: QPainter, lod: float) -> None:
         """Zoomed out, collapsed module boxes keep their name at a readable screen size."""
-        from gradviz.render.far_labels import paint_far_label
-
         sc = self._scene
         if sc.overview is not None and sc.overview.painting:
             return       # not into the picture: it is scaled, the names must stay screen-sized
@@ -183,7 +180,7 @@ class NodeBatch(Batch):
 class EdgeBatch(Batch):
     """Edges as one pre-built path (smooth cubic curves) plus arrowheads and shape labels."""
 
-    def __init__(self, scene: "GraphScene", rect: QRectF, curves: QPainterPath, lines: QPainterPath,
+    def __init__(self, scene: PaintState, rect: QRectF, curves: QPainterPath, lines: QPainterPath,
                  arrows: QPainterPath, labels: list[tuple[QPointF, str]], dashed: bool = False) -> None:
         super().__init__(scene, rect)
         self.curves, self.lines, self.arrows, self.labels = curves, lines, arrows, labels

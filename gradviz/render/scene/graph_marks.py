@@ -10,8 +10,6 @@ call's badge and error note to a scene and returns the area they cover.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING
-
 import networkx as nx
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPen
@@ -19,11 +17,9 @@ from PySide6.QtWidgets import QGraphicsItem
 
 from gradviz.core.runtime.formatting import shape_text, short_location
 from gradviz.core.output.marks import Marks
-from gradviz.render import style
-from gradviz.render.marks_layer import Badge
-
-if TYPE_CHECKING:
-    from gradviz.render.scene import GraphScene
+from gradviz.render.parts.scene_reads import MarkHost
+from gradviz.render.primitives import style
+from gradviz.render.scene.marks_layer import Badge
 
 NOTE_W = 460.0
 NOTE_LINE_H = 15.0
@@ -87,7 +83,7 @@ class FailureNote(QGraphicsItem):
             painter.drawText(QPointF(8, 5 + NOTE_LINE_H * (k + 1) - 3), line)
 
 
-def decorate(scene: "GraphScene", graph: nx.DiGraph) -> QRectF:
+def decorate(scene: MarkHost, graph: nx.DiGraph) -> QRectF:
     """Badge and error note of the failing call; returns the scene area they use (or an empty rect)."""
     area = QRectF()
     for i in failed_indices(scene, graph):
@@ -104,5 +100,5 @@ def decorate(scene: "GraphScene", graph: nx.DiGraph) -> QRectF:
     return area
 
 
-def failed_indices(scene: "GraphScene", graph: nx.DiGraph) -> list[int]:
+def failed_indices(scene: MarkHost, graph: nx.DiGraph) -> list[int]:
     return [scene.index[n] for n, a in graph.nodes(data=True) if a.get("failed") and n in scene.index]

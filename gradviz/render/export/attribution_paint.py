@@ -15,7 +15,9 @@ from PySide6.QtGui import QColor, QImage, QPainter, QPen
 from gradviz.core.attribution.attribute import AttributionResult
 from gradviz.core.attribution.figure import (Section, color_limit, diverging_rgb, header, sections,
                                              sequential_rgb)
-from gradviz.render import style
+from gradviz.core.runtime.atomic import ExportError, atomic_write
+from gradviz.render.primitives import style
+from gradviz.render.primitives.qtcompat import ensure_app
 
 PAD = 16.0
 HEADER_H = 50.0
@@ -213,8 +215,6 @@ def _paint_bars_section(painter: QPainter, sec: Section, body: QRectF, theme: st
 
 def render_image(result: AttributionResult, example: int | None = 0, width: float = 960.0,
                  scale: float = 2.0, theme: str = "light") -> QImage:
-    from gradviz.render.qtcompat import ensure_app
-
     ensure_app()
     height = figure_height(result, example)
     img = QImage(int(width * scale), int(height * scale), QImage.Format_ARGB32)
@@ -230,8 +230,6 @@ def render_image(result: AttributionResult, example: int | None = 0, width: floa
 
 def save_png(result: AttributionResult, path, example: int | None = 0, scale: float = 2.0,
              theme: str = "light") -> None:
-    from gradviz.core.runtime.atomic import ExportError, atomic_write
-
     img = render_image(result, example, scale=scale, theme=theme)
 
     def writer(tmp: str) -> None:

@@ -12,18 +12,14 @@ whole curve.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 from PySide6.QtCore import QLineF, QRectF, Qt
 from PySide6.QtGui import QPainter, QPainterPath, QPen, QTransform
 from PySide6.QtWidgets import QStyleOptionGraphicsItem
 
-from gradviz.render.edge_fans import fans, simple_view, to_device
-from gradviz.render.items import SIMPLE_LOD, Batch, visible_area
-
-if TYPE_CHECKING:
-    from gradviz.render.scene import GraphScene
+from gradviz.render.parts.items import SIMPLE_LOD, Batch, visible_area
+from gradviz.render.parts.scene_reads import PaintState
+from gradviz.render.primitives.edge_fans import fans, simple_view, to_device
 
 LONG_Z = -0.5   # under the other edges (0), their arrowheads and labels; over module frames (-1)
 
@@ -100,7 +96,7 @@ class LongEdges(Batch):
 
     dashed = False
 
-    def __init__(self, scene: "GraphScene", ends: list[tuple[float, float, float, float]], arrow_len: float) -> None:
+    def __init__(self, scene: PaintState, ends: list[tuple[float, float, float, float]], arrow_len: float) -> None:
         lines = np.asarray(ends, dtype=np.float64)        # source point, target point
         x0, y0, x1, y1 = lines.T
         lo_x, lo_y = float(min(x0.min(), x1.min())), float(min(y0.min(), y1.min()))

@@ -10,17 +10,13 @@ Parameters no gradient reached (``reachable=False``) get a grey dashed outline.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen, QPolygonF
 
-from gradviz.render import style
-from gradviz.render.fold_paint import card_rect, paint_sparkline, paint_stack, spark_rect
-from gradviz.render.items import PAINT_STATS
-
-if TYPE_CHECKING:
-    from gradviz.render.scene import GraphScene
+from gradviz.render.parts.scene_reads import NodeTable
+from gradviz.render.primitives import style
+from gradviz.render.primitives.fold_paint import card_rect, paint_sparkline, paint_stack, spark_rect
+from gradviz.render.primitives.paint_stats import PAINT_STATS
 
 
 def octagon(rect: QRectF, cut: float) -> QPolygonF:
@@ -52,7 +48,7 @@ def folder_path(rect: QRectF, tab_w: float, tab_h: float, radius: float = 4.0) -
 class NodePainter:
     """Paints node ``i`` of a scene; the scene keeps geometry, colours and text in lists."""
 
-    def __init__(self, scene: "GraphScene") -> None:
+    def __init__(self, scene: NodeTable) -> None:
         self.sc = scene
 
     # -- outline ------------------------------------------------------------------------

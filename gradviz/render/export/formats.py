@@ -2,9 +2,10 @@
 
 Data formats (.json .graphml .dot) are written from the graph by ``gradviz.core.output.export``
 without Qt; images (.svg .png .pdf) are drawn from a ``GraphScene`` by
-``gradviz.render.image_export``, which loads Qt only when it draws. ``export_graph`` is
+``gradviz.render.export.image_export``, which loads Qt only when it draws. ``export_graph`` is
 the headless path (the CLI: a graph, perhaps collapsed, with diagnosis marks);
-``export_scene`` is the window's (exactly what its scene shows, whole or the part in view).
+``export_scene`` is the window's (exactly what its scene shows, whole or the part in view);
+``render_image`` draws a graph at a given layout (tests, benchmarks).
 """
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ import networkx as nx
 from gradviz.core.output import export as data
 from gradviz.core.runtime.atomic import ExportError
 from gradviz.core.output.marks import Marks
-from gradviz.render import image_export as image
-from gradviz.render.image_export import ExportResult, ImageOptions
+from gradviz.render.export import image_export as image
+from gradviz.render.export.image_export import ExportResult, ImageOptions
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Format", "FORMATS", "IMAGE_FORMATS", "check_target", "export_graph", "export_scene", "ExportResult",
-           "ImageOptions", "ExportError"]
+__all__ = ["Format", "FORMATS", "IMAGE_FORMATS", "check_target", "export_graph", "export_scene", "render_image",
+           "ExportResult", "ImageOptions", "ExportError"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +99,10 @@ def export_scene(scene, path: str | os.PathLike, options: ImageOptions | None = 
     if result.note:
         log.info("%s: %s", target, result.note)
     return result
+
+
+def render_image(graph: nx.DiGraph, layout, path: str | os.PathLike, scale: float = 2.0, dpi: float | None = None,
+                 theme: str = "light", legend: bool = True) -> Path:
+    """Draw ``graph`` at ``layout`` to ``path`` (.svg .png .pdf): a scene built here, then exported."""
+    scene = image.scene_for(graph, theme=theme, layout=layout)
+    return export_scene(scene, path, ImageOptions(scale=scale, dpi=dpi, theme=theme, legend=legend)).path

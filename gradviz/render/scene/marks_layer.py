@@ -3,19 +3,17 @@ diagnosis marks (dashed cut edges, round "!" badges). The legend draws the same 
 with ``paint_badge`` / ``mark_pen`` so its entries look exactly like the graph's."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from typing import Iterable
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QGraphicsPathItem
 
 from gradviz.core.output.marks import Marks
-from gradviz.render import style
-from gradviz.render.clipped_paths import ClippedPathItem
-from gradviz.render.edges import edge_path
-
-if TYPE_CHECKING:
-    from gradviz.render.scene import GraphScene
+from gradviz.render.parts.clipped_paths import ClippedPathItem
+from gradviz.render.parts.edges import edge_path
+from gradviz.render.parts.scene_reads import MarkHost
+from gradviz.render.primitives import style
 
 MARK_COLORS = {"nan-origin": "#dc2626", "error": "#dc2626", "warning": "#f59e0b", "info": "#2563eb",
                "dead": "#6b7280", "cut-branch": "#9ca3af", "failed": "#dc2626"}
@@ -74,7 +72,7 @@ class Badge(QGraphicsItem):
 class MarkLayer:
     """Overlay items of one scene, by name ('highlight', 'mark:<style>'), and badges by style."""
 
-    def __init__(self, scene: "GraphScene") -> None:
+    def __init__(self, scene: MarkHost) -> None:
         self.scene = scene
         self.reset()
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QColor, QPainter
 
-from gradviz.render import style
-from gradviz.render.items import PAINT_STATS
+from gradviz.render.primitives import style
+from gradviz.render.primitives.paint_stats import PAINT_STATS
 
 SCREEN_PX = 11          # label height on screen, whatever the zoom
 MIN_SCREEN_W = 12.0     # boxes narrower than this on screen get no label

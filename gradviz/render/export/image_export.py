@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,8 +23,8 @@ import networkx as nx
 
 from gradviz.core.runtime.atomic import AtomicFiles, ExportError
 from gradviz.core.output.marks import Marks
-from gradviz.render.header import header_text
-from gradviz.render.qtcompat import ensure_app
+from gradviz.render.primitives.qtcompat import ensure_app
+from gradviz.render.scene.header import header_text
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,7 @@ class Page:
 
 def make_page(scene, region=None, legend: bool = True) -> Page:
     """The page for ``scene``: its whole graph, or ``region`` (a scene QRectF, e.g. the view)."""
-    from gradviz.render.legend import legend_size
+    from gradviz.render.export.legend import legend_size
 
     rect = scene.graph_rect()
     if region is not None:
@@ -98,7 +97,7 @@ def paint_page(painter, scene, page: Page, legend: bool = True, clip=None, backd
     a streamed SVG (``svg_stream``), drawn over the first."""
     from PySide6.QtCore import QPointF, QRectF, Qt
 
-    from gradviz.render.legend import paint_legend
+    from gradviz.render.export.legend import paint_legend
 
     if backdrop:
         painter.fillRect(QRectF(0, 0, page.width, page.height), scene.theme.color("background"))
@@ -127,8 +126,8 @@ def paint_page(painter, scene, page: Page, legend: bool = True, clip=None, backd
 def scene_for(graph: nx.DiGraph, marks: Marks | None = None, theme: str = "light", layout=None):
     """A scene of ``graph`` not shown anywhere (laid out with measured box sizes), with ``marks``."""
     ensure_app()
-    from gradviz.render.scene import GraphScene
-    from gradviz.render.style import layout_graph
+    from gradviz.render.primitives.style import layout_graph
+    from gradviz.render.scene.scene import GraphScene
 
     scene = GraphScene(theme=theme)
     scene.set_graph(graph, layout if layout is not None else layout_graph(graph))
@@ -219,7 +218,7 @@ def write_png(scene, page: Page, target: Path, opts: ImageOptions) -> ExportResu
 
 def write_svg(scene, page: Page, target: Path, opts: ImageOptions) -> ExportResult:
     """Streamed in parts (``svg_stream``): memory stays small whatever the graph's size."""
-    from gradviz.render.svg_stream import stream_svg
+    from gradviz.render.export.svg_stream import stream_svg
 
     def paint(painter, first: bool, rect) -> None:
         if first:
@@ -273,12 +272,3 @@ def copy_to_clipboard(scene, scale: float = 1.0, legend: bool = True) -> None:
     from PySide6.QtGui import QGuiApplication
 
     QGuiApplication.clipboard().setImage(scene_image(scene, scale, legend))
-
-
-def render_image(graph: nx.DiGraph, layout, path: str | os.PathLike, scale: float = 2.0, dpi: float | None = None,
-                 theme: str = "light", legend: bool = True) -> Path:
-    """Draw ``graph`` at ``layout`` to ``path`` (.svg .png .pdf): a scene built here, then exported."""
-    from gradviz.render.formats import export_scene
-
-    scene = scene_for(graph, theme=theme, layout=layout)
-    return export_scene(scene, path, ImageOptions(scale=scale, dpi=dpi, theme=theme, legend=legend)).path
