@@ -215,7 +215,12 @@ class Watch:
             raise RecordError("this watch is closed", self.path)
         loss = step_loss(loss, self._on_cpu)             # a bad loss raises here, before anything changes
         if self._writer.failure is not None:
-            self._retry_failed_commit()
+            try:
+                self._retry_failed_commit()
+            except RecordError:
+                if step is None:              # this step passed unrecorded: later ones keep the loop's numbers
+                    self._step += 1
+                raise
         nodes = self.nodes
         if nodes.pending:
             nodes.disarm()
@@ -234,7 +239,10 @@ class Watch:
             self._awaiting_update = True
         rows = self._rows
         if rows and (len(rows) >= self._commit_every or time.monotonic() - self._last_flush >= self.commit_seconds):
-            self._flush()
+            try:
+                self._flush()
+            except RecordError:
+                raise self._failure_error("this step is held with them") from None
         every = self.every
         if every and (self._step % every == 0 or nodes.pending):
             nodes.arm(self._step, self._step % every == 0)
@@ -367,14 +375,16 @@ class Watch:
             self._flush()
         except RecordError:
             pass                                          # (the writer's failure says why)
+        if self._writer.failure is not None:
+            raise self._failure_error("this step was not recorded")
+
+    def _failure_error(self, this_step: str) -> RecordError:
+        """The writer's failure, with what the file holds and what waits in memory."""
         failure = self._writer.failure
-        if failure is None:
-            return
         done = self._writer.committed_step
         upto = f"the steps up to {done}" if done is not None else "no step"
-        raise RecordError(f"{failure.message}; the file holds {upto}, {self._held_rows()} later step(s) are held "
-                          "in memory and this step was not recorded (each w.step retries the commit; close() "
-                          "gives up)", self.path)
+        return RecordError(f"{failure.message}; the file holds {upto}, {self._held_rows()} later step(s) are held "
+                           f"in memory, {this_step} (each w.step retries the commit; close() gives up)", self.path)
 
     def commit_stalled(self) -> None:
         """The background thread's call: commit rows that waited ``commit_seconds`` for a ``w.step``."""
