@@ -258,6 +258,9 @@ class RunWriter:
             if fn is not None:
                 fn()
         if not self._steps and not self._nodes:
+            if self.failure is not None and self._conn is not None:
+                self._check_still_there()
+                self.failure = None           # nothing is held, nothing at risk: the next commit tells
             return
         conn = self._require()
         self._check_still_there()
