@@ -104,6 +104,7 @@ class RunWriter:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise _error(exc, path, "creating the folder") from None
+        self._existing(path)                   # before a lock file is made beside a device or a link
         try:
             self._writer_lock = WriterLock(path)
         except LockHeld as held:
@@ -128,12 +129,13 @@ class RunWriter:
                     log.warning("gradviz.watch: could not remove %s after a failed start (%s)", p, exc)
             raise
 
-    def _replace_old(self, path: Path, overwrite: bool) -> None:
-        """Refuse what is not an old run of ours; unlink an old run (no writer holds it: we hold its lock)."""
+    @staticmethod
+    def _existing(path: Path) -> os.stat_result | None:
+        """The file already at ``path`` (None: nothing); refuses a link, FIFO, device or socket."""
         try:
             st = os.lstat(path)
         except FileNotFoundError:
-            return
+            return None
         except OSError as exc:
             raise _error(exc, path, "looking at the run file") from None
         if stat.S_ISLNK(st.st_mode):
@@ -141,6 +143,13 @@ class RunWriter:
         if not stat.S_ISREG(st.st_mode):
             raise RecordError("exists and is not a regular file (a FIFO, device or socket); refusing to touch it",
                               path)
+        return st
+
+    def _replace_old(self, path: Path, overwrite: bool) -> None:
+        """Refuse what is not an old run of ours; unlink an old run (no writer holds it: we hold its lock)."""
+        st = self._existing(path)
+        if st is None:
+            return
         if st.st_size and not is_gradviz_run(path):
             raise RecordError("exists and is not a gradviz run; refusing to overwrite it", path)
         if not overwrite:
