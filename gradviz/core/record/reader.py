@@ -102,7 +102,7 @@ class RunReader:
             raise RecordError(f"cannot read the run file: it is on a read-only file system without its -shm file, "
                               f"and a private copy failed ({exc})", self.path) from None
         self.notes.append("read from a private copy (a read-only file system, and no -shm beside the -wal)")
-        conn = sqlite3.connect(target.resolve().as_uri() + "?mode=ro", uri=True, check_same_thread=False)
+        conn = _connect(target, True, "mode=ro")
         conn.execute("PRAGMA user_version").fetchone()
         return conn
 
@@ -428,13 +428,20 @@ def _check_regular(path: Path) -> None:
         raise RecordError("is not a regular file (a FIFO, device or socket): not a run file", path)
 
 
-def _connect(path: Path, wal_mode: bool) -> sqlite3.Connection:
+def _text(raw: bytes) -> str:
+    # a damaged file's text need not be UTF-8: what is not becomes U+FFFD (and then fails as JSON, cleanly)
+    return raw.decode("utf-8", "replace")
+
+
+def _connect(path: Path, wal_mode: bool, mode: str | None = None) -> sqlite3.Connection:
     """A read-only connection (see the module docstring): ``immutable`` for a WAL file that no
     writer has open (a writer keeps its ``-wal`` while it runs), ``mode=ro`` otherwise."""
     uri = path.resolve().as_uri()
-    if wal_mode and not Path(f"{path}-wal").exists():
-        return sqlite3.connect(f"{uri}?immutable=1", uri=True, check_same_thread=False)
-    return sqlite3.connect(f"{uri}?mode=ro", uri=True, check_same_thread=False)
+    if mode is None:
+        mode = "immutable=1" if wal_mode and not Path(f"{path}-wal").exists() else "mode=ro"
+    conn = sqlite3.connect(f"{uri}?{mode}", uri=True, check_same_thread=False)
+    conn.text_factory = _text
+    return conn
 
 
 def open_run(path: str | os.PathLike) -> RunReader:
