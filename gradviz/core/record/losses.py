@@ -32,7 +32,7 @@ def step_loss(loss: Any, on_cpu: bool) -> float | torch.Tensor | None:
         return loss.item() if (on_cpu and loss.is_cpu) else loss.detach()
     if isinstance(loss, np.ndarray) and loss.size == 1 and loss.dtype.kind in "biuf":
         return float(loss.reshape(()))
-    if isinstance(loss, numbers.Real):
+    if isinstance(loss, numbers.Real) or (isinstance(loss, numbers.Number) and not isinstance(loss, numbers.Complex)):
         try:
             return float(loss)
         except (OverflowError, ValueError):          # an int too large for a float

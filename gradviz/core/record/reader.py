@@ -426,6 +426,13 @@ def _check_regular(path: Path) -> None:
         raise RecordError("is a directory, not a run file", path)
     if not stat.S_ISREG(st.st_mode):
         raise RecordError("is not a regular file (a FIFO, device or socket): not a run file", path)
+    for side in ("-wal", "-shm"):                   # SQLite opens these beside it: the same rule
+        try:
+            st = os.stat(f"{path}{side}")
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            raise RecordError(f"its {side} file is not a regular file (a FIFO, device or socket): not read", path)
 
 
 def _text(raw: bytes) -> str:

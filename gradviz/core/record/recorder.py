@@ -87,6 +87,7 @@ import collections
 import itertools
 import logging
 import math
+import numbers
 import os
 import socket
 import sys
@@ -127,6 +128,7 @@ class Watch:
                  update_ratio_every: int | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"watch() needs an nn.Module, got {type(model).__name__}")
+        _check_options(every, commit_every, commit_seconds, update_ratio_every)
         self.model = model
         self.module = unwrap_model(model)
         self.every = int(every) if every else 0
@@ -438,6 +440,25 @@ def _close_writer(writer: RunWriter) -> None:
         writer.close()
     except RecordError as exc:                # one line: w.step already raised the cause
         log.warning("gradviz.watch: %s (the steps not yet written are lost)", exc)
+
+
+def _check_options(every, commit_every, commit_seconds, update_ratio_every) -> None:
+    """ValueError for options that would silently record something else (a negative ``every``
+    samples every step; an infinite ``commit_seconds`` never commits in time)."""
+    def whole(value, name, least, none_ok):
+        if value is None and none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+            raise ValueError(f"watch({name}=...): expected a whole number >= {least}"
+                             f"{' or None' if none_ok else ''}, got {value!r}")
+
+    whole(every, "every", 0, True)
+    whole(commit_every, "commit_every", 1, False)
+    whole(update_ratio_every, "update_ratio_every", 1, True)
+    if isinstance(commit_seconds, bool) or not isinstance(commit_seconds, numbers.Real) or \
+            not math.isfinite(commit_seconds) or commit_seconds < 0:
+        raise ValueError(f"watch(commit_seconds=...): expected a finite number of seconds >= 0, got "
+                         f"{commit_seconds!r}")
 
 
 def _largest_over_ranks(value: int) -> int:
