@@ -71,13 +71,11 @@ class WriterLock:
         self.path = lock_path(run_path)
         self._key = os.path.abspath(self.path)
         self._fd: int | None = None
-        self.created = False                   # this writer made the lock file (nothing was there)
         self._acquire()
 
     def _acquire(self) -> None:
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
         for _ in range(20):                    # a writer closing at this very moment: try again
-            existed = os.path.lexists(self.path)
             fd = os.open(self.path, flags, 0o644)
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -97,7 +95,7 @@ class WriterLock:
                 except OSError:
                     pass
                 raise
-            self._fd, self.created = fd, not existed
+            self._fd = fd
             with _held_guard:
                 _held.add(self._key)
             self._write_holder(fd)

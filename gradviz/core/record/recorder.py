@@ -145,10 +145,14 @@ class Watch:
         self._changes: list[dict] = []
         self._writer = RunWriter(self.path, self._meta(model), overwrite=overwrite, commit_every=commit_every,
                                  commit_seconds=commit_seconds)
-        self.nodes = NodeRecording(self.module, self.stats, self._writer, every=self.every, record_graph=graph,
-                                   capture_modules=capture_modules)
-        # FSDP2 swaps its own (DTensor) parameters in and out: only plain modules are followed
-        self._follower = ParamFollower(self.module) if self.stats.strategy != "sharded" else None
+        try:
+            self.nodes = NodeRecording(self.module, self.stats, self._writer, every=self.every,
+                                       record_graph=graph, capture_modules=capture_modules)
+            # FSDP2 swaps its own (DTensor) parameters in and out: only plain modules are followed
+            self._follower = ParamFollower(self.module) if self.stats.strategy != "sharded" else None
+        except BaseException:
+            self._writer.abandon()            # a failed start holds no lock on the path
+            raise
         if self._follower is not None:
             self.nodes.before_backward = weakref.WeakMethod(self._follow_if_changed)
         self._step = 0                        # index the next w.step gets
