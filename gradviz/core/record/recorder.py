@@ -87,7 +87,6 @@ import collections
 import itertools
 import logging
 import math
-import numbers
 import os
 import socket
 import sys
@@ -104,6 +103,7 @@ from gradviz.core.record.commits import BACKGROUND_COMMITS
 from gradviz.core.record.ddp import dist_info, node_info, unwrap_model
 from gradviz.core.record.losses import step_loss
 from gradviz.core.record.model_follow import ParamFollower, union_order
+from gradviz.core.record.options import check_options
 from gradviz.core.record.rows import store_rows
 from gradviz.core.record.sampling import NodeRecording
 from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
@@ -128,7 +128,7 @@ class Watch:
                  update_ratio_every: int | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"watch() needs an nn.Module, got {type(model).__name__}")
-        _check_options(every, commit_every, commit_seconds, update_ratio_every)
+        check_options(every, commit_every, commit_seconds, update_ratio_every)
         self.model = model
         self.module = unwrap_model(model)
         self.every = int(every) if every else 0
@@ -444,25 +444,6 @@ def _close_writer(writer: RunWriter) -> None:
         writer.close()
     except RecordError as exc:                # one line: w.step already raised the cause
         log.warning("gradviz.watch: %s (the steps not yet written are lost)", exc)
-
-
-def _check_options(every, commit_every, commit_seconds, update_ratio_every) -> None:
-    """ValueError for options that would silently record something else (a negative ``every``
-    samples every step; an infinite ``commit_seconds`` never commits in time)."""
-    def whole(value, name, least, none_ok):
-        if value is None and none_ok:
-            return
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
-            raise ValueError(f"watch({name}=...): expected a whole number >= {least}"
-                             f"{' or None' if none_ok else ''}, got {value!r}")
-
-    whole(every, "every", 0, True)
-    whole(commit_every, "commit_every", 1, False)
-    whole(update_ratio_every, "update_ratio_every", 1, True)
-    if isinstance(commit_seconds, bool) or not isinstance(commit_seconds, numbers.Real) or \
-            not math.isfinite(commit_seconds) or commit_seconds < 0:
-        raise ValueError(f"watch(commit_seconds=...): expected a finite number of seconds >= 0, got "
-                         f"{commit_seconds!r}")
 
 
 def _largest_over_ranks(value: int) -> int:
