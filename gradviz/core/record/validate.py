@@ -56,6 +56,14 @@ def _time(v: Any) -> bool:
     return _is_num(v) and 0 <= v <= _LAST_TIME
 
 
+def _layout(v: Any) -> bool:
+    """A sharded parameter's layout (``stats.sharding.layout``) as ``runs show`` prints it."""
+    if v is None:
+        return True
+    return (type(v) is dict and all(_shape(v.get(k)) for k in ("global_shape", "local_shape", "mesh"))
+            and _list_of(_is_str)(v.get("placements")) and _opt(_list_of(_is_str))(v.get("mesh_dims")))
+
+
 def _change(v: Any) -> bool:
     return (type(v) is dict and _is_int(v.get("step"))
             and all(_list_of(_is_str)(v.get(k, [])) for k in ("added", "removed", "replaced")))
@@ -76,8 +84,7 @@ META_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "param_names": ("a list of names", _list_of(_is_str)),
     "param_shapes": ("a list of shapes", _list_of(_shape)),
     "param_numel": ("a list of counts", _list_of(_count)),
-    "param_shards": ("a list or null", _opt(lambda v: type(v) is list and all(x is None or type(x) is dict
-                                                                             for x in v))),
+    "param_shards": ("a list of shard layouts or null", _opt(_list_of(_layout))),
     "model_changes": ("a list of changes", _list_of(_change)),
     **{k: ("text or null", _opt(_is_str)) for k in ("status", "model_class", "hostname", "gradviz_version",
                                                     "torch_version", "wrapper", "optimizer", "device", "norms")},
