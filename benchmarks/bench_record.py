@@ -20,6 +20,14 @@ tree before the hot-path rewrite, 065a6b0, and on main, alternately; a 2-core ma
 10-13, so rounds vary by +-10 %): MLP medians of 3 runs, every=10 1.095x -> 1.044x, the minimal
 call without optimizer= 1.050x -> 1.026x, every=1 1.113x -> 1.087x; GPT-12 one run each, every=10
 1.013x -> 1.000x, without optimizer= 1.034x -> 1.034x, every=1 1.052x -> 1.038x.
+
+#24 part B before/after (2026-12-02, torch 2.13, native not built in that venv, --clock cpu, main's
+tree and the branch alternately, a 2-core machine at load 7-8: plain MLP steps 2.7 ms, quartiles
++-10 %): the faults' checks (a loss's type, the writer's failure, the model's registration flag)
+cost nothing measurable. MLP, two runs each, main -> branch: every=10 1.114x, 1.160x -> 1.150x,
+1.103x; without optimizer= 1.124x, 1.145x -> 1.081x, 1.095x; every=1 1.361x, 1.333x -> 1.340x,
+1.342x. GPT-12, 20 rounds, one run each: every=10 1.044x -> 0.996x, without optimizer= 1.032x ->
+1.014x, every=1 1.174x -> 1.159x.
 """
 from __future__ import annotations
 

@@ -81,6 +81,7 @@ def _text(info: dict) -> str:
             lines.append(f"  global grad norm: last {_fmt(g['last'])}, min {_fmt(g['min'])}, median "
                          f"{_fmt(g['median'])}, max {_fmt(g['max'])}")
         lines.append(f"  node norms at {r['node_steps']} steps, {r['graphs']} graph structure(s)")
+        lines += [f"  note: {note}" for note in r.get("notes") or ()]       # what the reader could not read
     lines += shard_lines(info["ranks"])
     if info["findings"]:
         lines.append("findings:")

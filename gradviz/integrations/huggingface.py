@@ -12,7 +12,8 @@ from the ``loss`` the model returns: when the Trainer passes ``num_items_in_batc
 take loss kwargs), each micro-batch's loss is already divided by the tokens of the whole step, so
 they are summed (times the world size with ``average_tokens_across_devices``); otherwise they are
 averaged. A model that returns no loss (a custom ``compute_loss``) records none; the norms are
-recorded all the same.
+recorded all the same. A step that cannot be written (disk full, read-only, the file removed)
+raises ``RecordError`` from the next optimizer step, as ``w.step`` does: ``trainer.train()`` stops there.
 """
 from __future__ import annotations
 
@@ -78,6 +79,6 @@ class GradvizCallback(TrainerCallback):
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
-        if self.watch is not None:
-            self.watch.close()
-            self.watch = None
+        w, self.watch = self.watch, None
+        if w is not None:
+            w.close()

@@ -7,9 +7,12 @@ micro-batches of ``accumulate_grad_batches``, after the all-reduce under DDP) an
 Lightning clips gradients, so the norms are the raw ones. The loss is what Lightning hands to
 ``on_before_backward`` (already divided by ``accumulate_grad_batches``), summed over the step's
 micro-batches: the mean loss of the step. Works with ``pytorch_lightning`` and ``lightning.pytorch``.
+A step that cannot be written (disk full, read-only, the file removed) raises ``RecordError`` from
+the next optimizer step, as ``w.step`` does: the fit stops there.
 """
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -20,7 +23,9 @@ try:
 except ImportError:  # the unified package
     from lightning.pytorch import Callback
 
-from gradviz.core.record import watch
+from gradviz.core.record import RecordError, watch
+
+log = logging.getLogger(__name__)
 
 __all__ = ["GradvizCallback"]
 
@@ -52,9 +57,14 @@ class GradvizCallback(Callback):
         self.close()
 
     def on_exception(self, trainer, pl_module, exception) -> None:
-        self.close()
+        # Lightning re-raises ``exception`` after this hook: a RecordError from closing (the disk
+        # that failed the run's step is still full) is logged, never raised over the original
+        try:
+            self.close()
+        except RecordError as exc:
+            log.warning("gradviz: %s", exc)
 
     def close(self) -> None:
-        if self.watch is not None:
-            self.watch.close()
-            self.watch = None
+        w, self.watch = self.watch, None
+        if w is not None:
+            w.close()

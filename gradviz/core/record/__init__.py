@@ -2,8 +2,9 @@
 
     from gradviz.core.record import watch, open_run, RecordError
 
-Writing: ``recorder`` (``watch``) -> ``rows``/``sampling`` -> ``writer`` (``commits`` in the background).
-Reading flows one way: ``reader`` -> ``loading`` -> ``rundata.RunData`` -> ``analysis`` /
+Writing: ``recorder`` (``watch``) -> ``rows``/``sampling`` -> ``writer`` (``commits`` in the background;
+``lock``: one writer per run file; ``losses``, ``model_follow``: what ``w.step`` accepts and follows).
+Reading flows one way: ``reader`` (``validate``: the file is untrusted input) -> ``loading`` -> ``rundata.RunData`` -> ``analysis`` /
 ``analysis_ranks`` (pure functions) and ``compare``/``compare_view``.
 May import: every other room of the engine (it is the top one), never Qt.
 """

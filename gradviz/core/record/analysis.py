@@ -46,7 +46,7 @@ def _nonfinite_steps(s: dict[str, np.ndarray]) -> np.ndarray:
 def run_findings(run: "RunData") -> list[Finding]:
     if not len(run.steps["step"]):
         return []
-    out = [_first_nonfinite(run), _exploding(run), _vanishing(run), _never_a_gradient(run)]
+    out = [_first_nonfinite(run), _exploding(run), _vanishing(run), _never_a_gradient(run), _model_changed(run)]
     return [f for f in out if f is not None]
 
 
@@ -126,6 +126,24 @@ def _never_a_gradient(run: "RunData") -> Finding | None:
         params=params, data={"steps": n})
 
 
+def _model_changed(run: "RunData") -> Finding | None:
+    """Parameters replaced, added or removed under the watch (the recorder followed them)."""
+    changes = _changes(run)
+    if not changes:
+        return None
+    parts = []
+    for c in changes[:3]:
+        what = "; ".join(f"{k} {names_text(c.get(k) or [], 4)}" for k in ("replaced", "added", "removed")
+                         if c.get(k))
+        parts.append(f"step {c['step']}: {what}")
+    more = f" (+{len(changes) - 3} more changes)" if len(changes) > 3 else ""
+    params = list(dict.fromkeys(n for c in changes for k in ("replaced", "added", "removed") for n in c.get(k) or []))
+    return make_finding(
+        "run-model-changed", "warning",
+        f"The model's parameters changed during the run{run.label}, recorded from each change on: "
+        + "; ".join(parts) + more, params=params, data={"changes": changes})
+
+
 def findings(runs: Sequence["RunData"]) -> list[Finding]:
     out: list[Finding] = []
     for run in runs:
@@ -154,13 +172,31 @@ def _rank_summary(run: "RunData") -> dict[str, Any]:
         "gradviz_version": meta.get("gradviz_version"), "n_params": len(run.param_names),
         "steps": n, "first_step": int(s["step"][0]) if n else None, "last_step": int(s["step"][-1]) if n else None,
         "last_loss": json_num(loss[-1]) if n else None,
-        "grad_norm": ({"min": float(fin.min()), "median": float(np.median(fin)), "max": float(fin.max()),
+        "grad_norm": ({"min": float(fin.min()), "median": _median(fin), "max": float(fin.max()),
                        "last": json_num(g[-1])} if len(fin) else None),
         "node_steps": len(run.node_steps), "graphs": len(run.graphs),
-        "seconds": float(s["time"][-1] - s["time"][0]) if n > 1 else 0.0,
+        "seconds": _span(s["time"]) if n > 1 else 0.0,
         "node": meta.get("node", 0), "nodes": meta.get("nodes", 1), "local_rank": meta.get("local_rank"),
-        "norms": meta.get("norms"), "shards": _shards(run),
+        "norms": meta.get("norms"), "shards": _shards(run), "model_changes": _changes(run),
+        "notes": list(run.notes),
     }
+
+
+def _median(x: np.ndarray) -> float:
+    """The median of finite values without overflow: np.median averages the two middle values as
+    (a + b) / 2, which is inf for two norms near the float64 limit; halves first, the same value."""
+    return float(np.median(x * 0.5) * 2.0)
+
+
+def _span(times: np.ndarray) -> float:
+    """Seconds from the first step to the last (times out of order or not finite: what is finite of it)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        span = float(times[-1] - times[0])
+    return span if math.isfinite(span) else 0.0
+
+
+def _changes(run: "RunData") -> list[dict]:
+    return list(run.meta.get("model_changes") or [])
 
 
 def _shards(run: "RunData") -> dict[str, dict] | None:

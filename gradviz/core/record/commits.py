@@ -42,7 +42,7 @@ class BackgroundCommits:
                 if not watches:
                     self._thread = None
                     return
-            interval = min(w.commit_seconds for w in watches) / 2
+            interval = min(60.0, min(w.commit_seconds for w in watches) / 2)   # a finite wait, always
             for w in watches:
                 w.commit_stalled()
             del watches, w                  # hold no watch while sleeping (weak set)

@@ -24,7 +24,7 @@ def load_run(reader: RunReader) -> RunData:
     graphs = [g for g in (reader.graph(gid) for gid, _, _ in reader.graph_ids()) if g is not None]
     data = RunData(path=str(reader.path), rank=reader.rank, world_size=reader.world_size, meta=dict(reader.meta),
                    param_names=list(reader.param_names), steps=steps, node_steps=reader.node_steps(),
-                   graphs=graphs)
+                   graphs=graphs, notes=list(reader.notes))
     bad = analysis.first_nonfinite_step(data)
     if bad is not None:
         got = reader.node_norms(bad)

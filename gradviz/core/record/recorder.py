@@ -66,12 +66,25 @@ world size, node and, for sharded (FSDP2 / DTensor) parameters, each one's shard
 the meta table. Sharded parameters' gradient norms are those of the full gradients (one
 collective per step sums the ranks' pieces: ``gradviz.core.stats.norms_sharded``), the same
 on every rank; so every rank must call ``w.step`` for the same steps. Errors writing the file
-raise ``RecordError`` from the constructor (bad path) or from ``w.step`` (disk full; a
-background commit's error at the next ``w.step`` or ``close``), never silently later.
+raise ``RecordError``, never silently later; see "Faults" below.
+
+Faults. Every recorded step reaches the file, or the user hears at once. ``RecordError``
+comes from the constructor (a bad or too long path, a full disk, a path another live watch
+records into: one writer per run file, ``lock``) or from ``w.step`` (disk full, a read-only
+file system, the file removed). A commit that failed, in ``w.step`` or in the background,
+makes every later ``w.step`` retry it and raise, naming the cause and the steps held in
+memory, until one succeeds; while it fails no new step is recorded (what is held stays
+bounded). A bad loss (``w.step("oops")``, a list, a tensor of several values) raises
+``TypeError`` at that call (``losses``), nothing lost. An interrupt (Ctrl-C) anywhere in the
+row store or the commit leaves the rows buffered, for ``close`` or interpreter exit.
+Parameters replaced or added mid-run (``model.fc = nn.Linear(...)``) are followed from the
+next step on (``model_follow``): new names get new columns, removed ones record "no
+gradient", and the meta's ``model_changes`` lists each change (``runs show`` reports it).
 """
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import math
 import os
@@ -82,11 +95,15 @@ import time
 import weakref
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from gradviz.core.record.commits import BACKGROUND_COMMITS
 from gradviz.core.record.ddp import dist_info, node_info, unwrap_model
+from gradviz.core.record.losses import step_loss
+from gradviz.core.record.model_follow import ParamFollower, union_order
+from gradviz.core.record.options import check_options
 from gradviz.core.record.rows import store_rows
 from gradviz.core.record.sampling import NodeRecording
 from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
@@ -111,6 +128,7 @@ class Watch:
                  update_ratio_every: int | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"watch() needs an nn.Module, got {type(model).__name__}")
+        check_options(every, commit_every, commit_seconds, update_ratio_every)
         self.model = model
         self.module = unwrap_model(model)
         self.every = int(every) if every else 0
@@ -121,11 +139,22 @@ class Watch:
         self.node, self.n_nodes = node_info()
         self.path = rank_path(path, self.rank, self.world_size, self.node, self.n_nodes)
         self.stats = StepStats(self.module.named_parameters(), track_updates=optimizer is not None)
-        self.param_names = list(self.stats.names)
+        self.param_names = list(self.stats.names)      # every parameter recorded so far: the file's columns
+        self._shapes = [list(p.shape) for p in self.stats.params]
+        self._columns: tuple | None = None             # (column of each tracked parameter, width) after a removal
+        self._changes: list[dict] = []
         self._writer = RunWriter(self.path, self._meta(model), overwrite=overwrite, commit_every=commit_every,
                                  commit_seconds=commit_seconds)
-        self.nodes = NodeRecording(self.module, self.stats, self._writer, every=self.every, record_graph=graph,
-                                   capture_modules=capture_modules)
+        try:
+            self.nodes = NodeRecording(self.module, self.stats, self._writer, every=self.every,
+                                       record_graph=graph, capture_modules=capture_modules)
+            # FSDP2 swaps its own (DTensor) parameters in and out: only plain modules are followed
+            self._follower = ParamFollower(self.module) if self.stats.strategy != "sharded" else None
+        except BaseException:
+            self._writer.abandon()            # a failed start holds no lock on the path
+            raise
+        if self._follower is not None:
+            self.nodes.before_backward = weakref.WeakMethod(self._follow_if_changed)
         self._step = 0                        # index the next w.step gets
         # rows since the last commit, converted to arrays in one go when committing; a deque:
         # the background commit takes rows from it while w.step appends (both atomic)
@@ -135,7 +164,6 @@ class Watch:
         # the first step is committed at once: a path that cannot take rows (a full disk) fails
         # in the user's loop at step 0; later commits come every commit_seconds (or commit_every rows)
         self._last_flush = -math.inf
-        self._background_error: RecordError | None = None
         self._on_cpu = self.stats.device.type == "cpu"
         # update ratios: None = auto; sharded parameters: the same steps on every rank (a collective each)
         self._cadence = UpdateCadence(update_ratio_every,
@@ -168,7 +196,7 @@ class Watch:
             "format": SCHEMA_VERSION, "gradviz_version": __version__, "torch_version": torch.__version__,
             "created": time.time(), "model_class": f"{type(self.module).__module__}.{type(self.module).__qualname__}",
             "wrapper": type(model).__name__ if model is not self.module else None,
-            "param_names": self.param_names, "param_shapes": [list(p.shape) for p in params],
+            "param_names": self.param_names, "param_shapes": self._shapes,
             "param_numel": [int(p.numel()) for p in params], "rank": self.rank,
             "world_size": self.world_size, "hostname": socket.gethostname(), "pid": os.getpid(),
             "every": self.every, "optimizer": type(optimizer).__name__ if optimizer is not None else None,
@@ -191,6 +219,14 @@ class Watch:
         """Record the step whose backward just ran; returns its step number."""
         if self._closed:
             raise RecordError("this watch is closed", self.path)
+        loss = step_loss(loss, self._on_cpu)             # a bad loss raises here, before anything changes
+        if self._writer.failure is not None:
+            try:
+                self._retry_failed_commit()
+            except RecordError:
+                if step is None:              # this step passed unrecorded: later ones keep the loop's numbers
+                    self._step += 1
+                raise
         nodes = self.nodes
         if nodes.pending:
             nodes.disarm()
@@ -201,8 +237,6 @@ class Watch:
         self._step = s + 1
         if not self._grads_read:
             self._read_grads(s)
-        if isinstance(loss, torch.Tensor):
-            loss = loss.item() if (self._on_cpu and loss.is_cpu and loss.numel() == 1) else loss.detach()
         self._open_loss = loss
         self._open_step = s
         if self.optimizer is None or self._updated:
@@ -211,30 +245,42 @@ class Watch:
             self._awaiting_update = True
         rows = self._rows
         if rows and (len(rows) >= self._commit_every or time.monotonic() - self._last_flush >= self.commit_seconds):
-            self._flush()
+            try:
+                self._flush()
+            except RecordError:
+                raise self._failure_error("this step is held with them") from None
         every = self.every
         if every and (self._step % every == 0 or nodes.pending):
             nodes.arm(self._step, self._step % every == 0)
         return s
 
     def close(self) -> None:
+        """Commit what is buffered and close the file. A commit that fails raises ``RecordError``
+        naming the steps lost; Ctrl-C during it leaves the rows to the exit handler."""
         if self._closed:
             return
         self._closed = True
         BACKGROUND_COMMITS.discard(self)
+        if self._follower is not None:
+            self._follower.close()
         try:
             self.nodes.close()
             if self._open_step is not None:
                 self._finish_open()
-            self._flush()
             for h in self._handles:
                 h.remove()
             self._handles.clear()
+            self._writer.commit()
             self._writer.set_meta("status", "closed")
             self._writer.set_meta("steps", self._step)
-        finally:
-            self._writer.close()
+        except RecordError as exc:
+            held = self._held_rows()
+            self._writer.abandon()
             self._finalizer.detach()
+            lost = f": {held} recorded step(s) could not be written" if held else ""
+            raise RecordError(f"{exc.message}{lost}", self.path) from None
+        self._writer.close()                 # Ctrl-C here: the finalizer stays, exit commits the rest
+        self._finalizer.detach()
 
     def __enter__(self) -> "Watch":
         return self
@@ -248,8 +294,8 @@ class Watch:
             lr = optimizer.param_groups[0]["lr"]
             self._lr = lr if type(lr) is float else _lr_of(optimizer)
             return
-        if self._closed:
-            return
+        if self._closed or self._writer.failure is not None:
+            return                                      # a failing watch records nothing (w.step says why)
         self._lr = _lr_of(optimizer)
         if kwargs.get("closure") is not None or (args and callable(args[0])):
             return   # opt.step(closure): backward runs inside the step (Lightning, LBFGS); w.step reads the grads
@@ -264,6 +310,8 @@ class Watch:
 
     def _read_grads(self, step: int) -> None:
         """Gradient norms of ``step`` (and the theta snapshot when its update ratios are due)."""
+        if self._follower is not None and self._follower.changed:
+            self._follow_model(step)
         now = time.perf_counter()
         if self._t_prev is not None:
             self._cadence.step_took(now - self._t_prev)
@@ -309,18 +357,40 @@ class Watch:
 
     def _flush(self) -> None:
         """Convert the buffered rows (one numpy pass) and commit them in one transaction."""
-        error, self._background_error = self._background_error, None
-        if error is not None:
-            raise error
         self._writer.commit()            # calls _drain first
 
     def _drain(self) -> None:
-        """Hand the buffered rows to the writer (converted in one numpy pass), without committing."""
+        """Hand the buffered rows to the writer (converted in one numpy pass), without committing.
+
+        Rows leave the deque only once the writer has them: an interrupt in the conversion
+        keeps them (handed twice, a row is written once: its step is the primary key)."""
         self._last_flush = time.monotonic()
-        rows, popleft = self._rows, self._rows.popleft
-        taken = [popleft() for _ in range(len(rows))]     # rows appended meanwhile wait for the next commit
-        if taken:
-            store_rows(self._writer, taken)
+        rows = self._rows
+        n = len(rows)                                     # rows appended meanwhile wait for the next commit
+        if n:
+            store_rows(self._writer, list(itertools.islice(rows, n)), self._columns)
+            for _ in range(n):
+                rows.popleft()
+
+    def _held_rows(self) -> int:
+        return len(self._rows) + self._writer.held_rows
+
+    def _retry_failed_commit(self) -> None:
+        """A commit failed (here or in the background): try again; raise while it still fails."""
+        try:
+            self._flush()
+        except RecordError:
+            pass                                          # (the writer's failure says why)
+        if self._writer.failure is not None:
+            raise self._failure_error("this step was not recorded")
+
+    def _failure_error(self, this_step: str) -> RecordError:
+        """The writer's failure, with what the file holds and what waits in memory."""
+        failure = self._writer.failure
+        done = self._writer.committed_step
+        upto = f"the steps up to {done}" if done is not None else "no step"
+        return RecordError(f"{failure.message}; the file holds {upto}, {self._held_rows()} later step(s) are held "
+                           f"in memory, {this_step} (each w.step retries the commit; close() gives up)", self.path)
 
     def commit_stalled(self) -> None:
         """The background thread's call: commit rows that waited ``commit_seconds`` for a ``w.step``."""
@@ -328,16 +398,52 @@ class Watch:
             return
         try:
             self._writer.commit()
-        except RecordError as exc:            # raised in the user's thread at the next w.step / close
-            self._background_error = exc
+        except RecordError:                   # kept as the writer's failure: the next w.step raises it
+            log.debug("gradviz.watch: background commit of %s failed", self.path, exc_info=True)
+
+    # -- a model that changes under the watch --------------------------------
+    def _follow_if_changed(self) -> None:
+        """Before a sampled backward: follow new parameters first, so its node norms are theirs."""
+        if self._follower is not None and self._follower.changed and not self._grads_read:
+            self._follow_model(self.nodes.step)
+
+    def _follow_model(self, step: int) -> None:
+        """Record the module's parameters as they are now (see ``model_follow``)."""
+        change, now = self._follower.diff(step, self.stats.names, self.stats.params)
+        if not change:
+            return
+        try:
+            self._flush()                     # the rows of the old parameters, converted with their layout
+        except RecordError:
+            log.debug("gradviz.watch: commit before following the model failed", exc_info=True)
+        union, ordered = union_order(self.param_names, now)
+        shapes = {**dict(zip(self.param_names, self._shapes)), **{n: list(p.shape) for n, p in ordered}}
+        self.stats = StepStats(ordered, track_updates=self.optimizer is not None)
+        self.param_names = union
+        names = self.stats.names
+        self._columns = (None if names == union else
+                         (np.array([union.index(n) for n in names], dtype=np.int64), len(union)))
+        self._on_cpu = self.stats.device.type == "cpu"
+        self.nodes.follow(self.stats)
+        self._shapes = [shapes[n] for n in union]
+        self._changes.append(change.to_dict())
+        log.warning("gradviz.watch: the model's parameters changed before step %d (%s): recorded from this step "
+                    "on", step, change.text())
+        try:
+            self._writer.set_meta("param_names", union)
+            self._writer.set_meta("param_shapes", self._shapes)
+            self._writer.set_meta("param_numel", [int(np.prod(sh)) for sh in self._shapes])
+            self._writer.set_meta("model_changes", self._changes)
+        except RecordError:                   # the writer's failure: the next w.step raises it
+            log.debug("gradviz.watch: storing the model change failed", exc_info=True)
 
 
 def _close_writer(writer: RunWriter) -> None:
     """A watch garbage-collected or alive at interpreter exit: commit and close its file."""
     try:
         writer.close()
-    except RecordError:
-        log.warning("gradviz.watch: the run file could not be closed cleanly", exc_info=True)
+    except RecordError as exc:                # one line: w.step already raised the cause
+        log.warning("gradviz.watch: %s (the steps not yet written are lost)", exc)
 
 
 def _largest_over_ranks(value: int) -> int:

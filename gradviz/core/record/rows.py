@@ -16,11 +16,13 @@ _ONE = np.ones(1)
 _MISSING = np.full(1, NO_VALUE)
 
 
-def store_rows(writer: RunWriter, rows: list[tuple]) -> None:
+def store_rows(writer: RunWriter, rows: list[tuple], columns: tuple | None = None) -> None:
     """Hand buffered rows to ``writer`` (step rows and node norms), without committing.
 
     ``rows`` are the recorder's ``(step, time, loss, lr, StepStats.numbers(), updated, node)``
-    tuples, ``node`` None or ``(graph id, selector, walk-order node norms)``.
+    tuples, ``node`` None or ``(graph id, selector, walk-order node norms)``. ``columns``:
+    ``(column of each parameter, number of columns)`` when the file has columns of parameters
+    the model no longer has (``model_follow``): those get ``NO_VALUE``.
     """
     arr = step_columns([r[4] for r in rows])
     losses = _losses([r[2] for r in rows])
@@ -41,6 +43,8 @@ def store_rows(writer: RunWriter, rows: list[tuple]) -> None:
     for i, (gid, sel, values) in nodes:
         full = np.concatenate([values, _ONE, np.where(has[i], arr["param_norms"][i], NO_VALUE), _MISSING])
         writer.add_node_norms(steps[i], gid, full[sel].astype("<f4").tobytes())
+    if columns is not None:
+        grad_blobs, ratio_blobs = _spread(grad_blobs, columns, NO_VALUE), _spread(ratio_blobs, columns, np.nan)
     width = grad_blobs.shape[1] * 4
     grad_bytes, ratio_bytes = grad_blobs.tobytes(), ratio_blobs.tobytes()
     offsets = range(0, width * len(rows), width) if width else [0] * len(rows)
@@ -51,6 +55,13 @@ def store_rows(writer: RunWriter, rows: list[tuple]) -> None:
     out = list(zip(steps, [float(r[1]) for r in rows], _reals(losses), _reals(arr["grad_norm"].tolist()),
                    _reals([r[3] for r in rows]), global_list, blobs, ratio_list, sampled))
     writer.add_step_rows(out)
+
+
+def _spread(blobs: np.ndarray, columns: tuple, fill: float) -> np.ndarray:
+    where, width = columns
+    out = np.full((blobs.shape[0], width), fill, dtype="<f4")
+    out[:, where] = blobs
+    return out
 
 
 def _reals(values: list) -> list:

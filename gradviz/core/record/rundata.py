@@ -24,6 +24,7 @@ class RunData:
     node_steps: list[int]                      # steps with per-node norms
     graphs: list[nx.DiGraph]                   # every stored graph structure, in order
     node_norms: dict[int, dict[str, float | None]] = field(default_factory=dict)   # of the steps findings name
+    notes: list[str] = field(default_factory=list)       # what the reader could not read (RunReader.notes)
 
     @property
     def label(self) -> str:

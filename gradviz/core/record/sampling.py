@@ -46,16 +46,13 @@ class NodeRecording:
                  record_graph: bool, capture_modules: bool) -> None:
         self.module = module
         self.every = every
-        self.names = stats.names
-        self.params = stats.params
         self.record_graph = record_graph
         self.capture_modules = capture_modules
         self.writer = writer
         self.step = 0                                    # the step the next backward belongs to
         self.closed = False
         self.graph_error: str | None = None              # why a graph could not be stored (the step still is)
-        self._sampler = NodeNormSampler(named_parameters=list(zip(self.names, self.params)))
-        self._param_ids = {id(p): n for n, p in zip(self.names, self.params)}
+        self.before_backward = None                      # a weak method the watch sets (model_follow)
         self._tap = BackwardTap(self)
         self._capture = None
         self._capture_live = False
@@ -65,6 +62,19 @@ class NodeRecording:
         self._plans: dict[str, object] = {}               # hash -> nodenorms.HookPlan
         self._needs_capture = capture_modules
         self._fwd_handles: list = []                      # forward hooks for module capture only
+        self._native_key: tuple[int, int] | None = None    # (key, node count) of a structure to learn
+        self.follow(stats)
+
+    def follow(self, stats: StepStats) -> None:
+        """Measure the parameters of ``stats`` from now on (all of them at the start; those of a
+        model that changed under the watch later: every cache keyed by the old ones is dropped)."""
+        self.names = stats.names
+        self.params = stats.params
+        self._sampler = NodeNormSampler(named_parameters=list(zip(self.names, self.params)))
+        self._param_ids = {id(p): n for n, p in zip(self.names, self.params)}
+        self._graphs.clear()
+        self._hash_cache.clear()
+        self._plans.clear()
         # the native accelerator (gradviz.core.native): C++ walk, structure key and norm hooks
         # for structures already seen (the Python path below learns each new one first)
         from gradviz.core import native
@@ -76,7 +86,6 @@ class NodeRecording:
         self.native = (module_native.NodeNorms(self.params)
                        if module_native is not None and not self.sharded else None)
         self._native_entries: dict[int, tuple] = {}        # native structure key -> graph entry
-        self._native_key: tuple[int, int] | None = None    # (key, node count) of a structure to learn
 
     # -- the watch's calls ------------------------------------------------
     @property
@@ -147,6 +156,10 @@ class NodeRecording:
         """The tap's call for this thread's next backward: hooks every node when the graph
         holds our parameters, then runs it (see ``tap.TapOwner``)."""
         self._native_key = None
+        if self.before_backward is not None:
+            follow = self.before_backward()
+            if follow is not None:
+                follow()
         if not isinstance(root, torch.Tensor) or root.grad_fn is None or self.closed:
             run()                                    # not a loss we can walk: keep waiting
             return

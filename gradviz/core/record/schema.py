@@ -103,8 +103,8 @@ def rank_path(path: str | os.PathLike, rank: int, world_size: int, node: int = 0
     A path containing ``{rank}`` (and ``{node}``) is formatted instead (``runs/r{rank}.gvrun``).
     """
     text = os.fspath(path)
-    if "{rank}" in text or "{node}" in text:
-        return Path(text.format(rank=rank, node=node))
+    if "{rank}" in text or "{node}" in text:         # replaced, not str.format: other braces stay as they are
+        return Path(text.replace("{rank}", str(rank)).replace("{node}", str(node)))
     p = Path(text)
     if world_size <= 1:
         return p
