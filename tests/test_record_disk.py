@@ -63,10 +63,13 @@ def test_a_slow_loop_on_a_disk_that_fills_raises_at_the_next_step(tmp_path):
         raised, exc, accepted = _loop_until_raises(model, w, 40, pause=0.15, after_step=(5, lambda: fill(disk)))
         assert raised is not None, "w.step never reported the full disk"
         assert "disk full" in str(exc) and "run.gvrun" in str(exc)
-        # the first commit after the disk filled fails (w.step's own or the background's, <= 0.2 s
-        # after the step): the step after it raises
-        assert raised <= 5 + 3, raised
+        # SQLite may still write a step or two into pages its files already own after the disk
+        # fills, so the first failing commit is not at a fixed step; what must hold is that the
+        # step after a failed commit raises: at most the steps of one commit interval (0.2 s at
+        # 0.15 s a step) wait unreported between what the file holds and the step that raises.
         committed = w.committed_step
+        assert raised - committed <= 3, (raised, committed)
+        assert raised <= 5 + 10, raised
         _shut(w)
         with open_run(disk / "run.gvrun") as r:               # what is on disk stays readable
             steps = r.steps()["step"].tolist()
