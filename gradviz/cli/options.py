@@ -13,6 +13,9 @@ import os
 import sys
 
 from gradviz.core.runtime.errors import GradvizError
+from gradviz.core.runtime.paths import PathError, check_length, require_regular_file
+from gradviz.cli.arg_types import MAX_SECONDS, real
+from gradviz.cli.say import say
 
 __all__ = ["USER_CODE_COMMANDS", "UsageError", "add_common_options", "prepare", "configure_logging"]
 
@@ -22,6 +25,8 @@ USER_CODE_COMMANDS = ("export", "check", "gradcheck", "train", "attribute")
 # something else: a PACKAGE.MODULE:CALLABLE, a number)
 PATH_ARGS = ("output", "weights")
 MAYBE_PATH_ARGS = ("script", "baseline")
+RUN_ARGS = ("run", "a", "b")                 # runs show / runs diff: a run file or folder, maybe with @STEP
+READ_ARGS = ("script", "weights", "baseline")   # files gradviz reads (when they exist)
 
 
 class UsageError(GradvizError):
@@ -33,7 +38,7 @@ def add_common_options(parser: argparse.ArgumentParser, runs_user_code: bool, op
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="log what gradviz does (and the traceback of an internal error) on stderr")
     if runs_user_code:
-        parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+        parser.add_argument("--timeout", type=real(0.0, MAX_SECONDS), default=None, metavar="SECONDS",
                             help="stop the script after SECONDS (exit 2, naming the line it was at)")
     if runs_user_code or opens_models:
         add_model_options(parser)
@@ -77,8 +82,38 @@ def configure_logging(verbose: bool) -> None:
     logger.propagate = False   # a script's logging.basicConfig must not print gradviz's records twice
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """Every path on the command line short enough for this system, and every file gradviz will read a
+    regular file (a FIFO or a device would block it forever); a folder only where a run folder may be."""
+    for name in (*PATH_ARGS, *MAYBE_PATH_ARGS, *RUN_ARGS, "screenshot"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value:
+            try:
+                check_length(value.rsplit("@", 1)[0] if name in RUN_ARGS else value, _flag(name))
+            except PathError as exc:
+                raise UsageError(str(exc)) from None
+    folders_allowed = getattr(args, "command", None) not in USER_CODE_COMMANDS   # the app opens run folders
+    for name in READ_ARGS:
+        value = getattr(args, name, None)
+        if not isinstance(value, str) or not os.path.lexists(value):
+            continue
+        if folders_allowed and os.path.isdir(value):
+            continue
+        try:
+            require_regular_file(value, _flag(name))
+        except PathError as exc:
+            raise UsageError(str(exc)) from None
+        except OSError:
+            continue   # a dangling link: the command says the file is missing, in its own words
+
+
+def _flag(name: str) -> str:
+    return "the script" if name == "script" else f"--{name.replace('_', '-')}"
+
+
 def prepare(args: argparse.Namespace) -> None:
     """Absolute paths and a usable device and timeout, or a UsageError; run before the script."""
+    check_paths(args)
     for name in PATH_ARGS:
         value = getattr(args, name, None)
         if isinstance(value, str) and value:
@@ -87,9 +122,6 @@ def prepare(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if isinstance(value, str) and os.path.exists(value):
             setattr(args, name, os.path.abspath(value))
-    timeout = getattr(args, "timeout", None)
-    if timeout is not None and not timeout > 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, not {timeout:g}")
     device = getattr(args, "device", None)
     if device not in (None, "auto"):
         check_device(device)
@@ -108,7 +140,7 @@ def resolve_model(args: argparse.Namespace) -> str | None:
     args.model_note = note
     args.model_name = script if note else None      # what the user named, for the commands' headers
     if note:
-        print(f"gradviz: {note}", file=sys.stderr)
+        say(f"gradviz: {note}")
     return note
 
 
