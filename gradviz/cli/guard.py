@@ -32,6 +32,7 @@ from gradviz.core.runtime.interrupts import (Interrupted, Stopped, TimedOut, des
                                      where_user_code_is)
 from gradviz.core.runtime.locations import user_frame_of
 from gradviz.core.runtime.messages import MESSAGE_LIMIT, one_line, short_path
+from gradviz.core.runtime.ownership import at_fork, claim, release
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,8 @@ EXIT_OK, EXIT_BUG, EXIT_SCRIPT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 WATCHDOG_GRACE_S = 5.0   # after a timeout, how long the script may ignore TimedOut before the process ends
 
 _out: TextIO | None = None
+interrupt_listeners: list[Callable[[], None]] = []   # told of each Ctrl-C the command receives (the supervisor)
+exit_listeners: list[Callable[[int], None]] = []      # told of the status before a hard exit (the supervisor)
 
 
 def out() -> TextIO:
@@ -127,6 +130,8 @@ class _Stops:
         raise self._timed_out(where_user_code_is(frame))
 
     def _on_sigint(self, signum, frame) -> None:
+        for listener in list(interrupt_listeners):
+            listener()
         self.interrupts += 1
         stop = Interrupted(where_user_code_is(frame))
         if self.interrupts > 1:   # the first one did not stop it: the user insists
@@ -219,11 +224,15 @@ def run_guarded(command: str, fn: Callable[[], int | None], *, setup: Callable[[
             report(stop, command, script(), as_json)
             sys.stderr.flush()
             out().flush()
+        for listener in list(exit_listeners):
+            with contextlib.suppress(Exception):
+                listener(status)
         os._exit(status)
 
     redirect = stdout_to_stderr() if user_code else contextlib.nullcontext()
+    owned = _owned() if user_code else contextlib.nullcontext()
     try:
-        with redirect, _Stops(timeout if user_code else None, hard_exit) as stops:
+        with redirect, owned, _Stops(timeout if user_code else None, hard_exit) as stops:
             setup()
             remove = on_script_start(stops.start_timer)   # the clock starts with the script, not gradviz
             try:
@@ -238,6 +247,34 @@ def run_guarded(command: str, fn: Callable[[], int | None], *, setup: Callable[[
         if closed_output(exc):
             return end_quietly()
         return report(exc, command, script(), as_json)
+
+
+@contextlib.contextmanager
+def _owned() -> Iterator[None]:
+    """This process does the command's work; a fork of it (``os.fork()`` in the script) writes nothing to
+    gradviz's output and ends when it comes back into gradviz (``core/runtime/ownership.py``)."""
+    claim()
+    remove = at_fork(_silence_copy)
+    try:
+        yield
+    finally:
+        remove()
+        release()
+
+
+def _silence_copy() -> None:
+    """In a fork's child: gradviz's stdout (the real one) becomes /dev/null there."""
+    try:
+        fd = _out.fileno() if _out is not None else None
+    except (OSError, ValueError, AttributeError):
+        fd = None          # a Python-level stream (a test's): the copy's writes stay in its own memory
+    if fd is None:
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
 
 
 def flush_output() -> None:

@@ -133,11 +133,16 @@ def _main(argv: list[str] | None) -> int:
 
 def _dispatch(argv: list[str] | None) -> int:
     verbose, argv = _split_global_flags(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser() if argv and argv[0] in SUBCOMMANDS else app_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 2:
+            return 2        # a refused argument: OneLineParser said which, in one line
+        raise               # --help, --version
     if argv and argv[0] in SUBCOMMANDS:
-        args = build_parser().parse_args(argv)
         configure_logging(verbose or getattr(args, "verbose", False))
         return run_command(args)
-    args = app_parser().parse_args(argv)
     configure_logging(verbose or getattr(args, "verbose", False))
     problem = prepare_display(screenshot=bool(args.screenshot))   # before Qt, whose answer is an abort
     if problem:
