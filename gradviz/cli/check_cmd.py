@@ -12,7 +12,9 @@ import json
 from gradviz.cli.guard import out
 from gradviz.cli.arg_types import integer
 from gradviz.cli.meta_flag import add_meta_argument, choose_meta
+from gradviz.core.runtime.messages import one_line
 
+FINDING_LIMIT = 4000       # characters of one finding's message on the command line
 ICONS = {"error": ("✖", "x"), "warning": ("⚠", "!"), "info": ("ℹ", "i")}
 
 
@@ -97,6 +99,9 @@ def run(args) -> int:
     else:
         report = check_report(choice.script if choice is not None else args.script, steps=args.steps or 0,
                               gradcheck=not args.no_gradcheck)
+    for f in report.findings:    # text that came from the script (an exception's message) made one clean line
+        f.message = one_line(f.message, FINDING_LIMIT)
+        f.location = one_line(f.location) if f.location else f.location
     if args.json:
         print(json.dumps(report.to_dict(), indent=2), file=out())
     else:

@@ -13,6 +13,7 @@ import os
 import sys
 
 from gradviz.core.runtime.errors import GradvizError
+from gradviz.core.runtime.messages import MESSAGE_LIMIT, one_line
 from gradviz.core.runtime.paths import PathError, check_length, require_regular_file
 from gradviz.cli.arg_types import MAX_SECONDS, real
 from gradviz.cli.say import say
@@ -57,12 +58,28 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                        help="load a state_dict into the model (safetensors, or torch.load(weights_only=True))")
 
 
+class _OneLineFormatter(logging.Formatter):
+    """Without ``--verbose`` a record is one clean line: a traceback it carries becomes ``: Type: message``
+    (``--verbose`` prints the traceback itself); control characters and escapes are stripped."""
+
+    verbose = False
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self.verbose:
+            return super().format(record)
+        text = f"gradviz: {record.levelname}: {record.name}: {record.getMessage()}"
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            text += f": {type(exc).__name__}: {exc} (--verbose shows the traceback)"
+        return one_line(text, 2 * MESSAGE_LIMIT)
+
+
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at each record (a test's redirect, the guard's routing)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.setFormatter(logging.Formatter("gradviz: %(levelname)s: %(name)s: %(message)s"))
+        self.setFormatter(_OneLineFormatter("gradviz: %(levelname)s: %(name)s: %(message)s"))
 
     @property
     def stream(self):
@@ -78,6 +95,9 @@ def configure_logging(verbose: bool) -> None:
     logger = logging.getLogger("gradviz")
     if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
         logger.addHandler(_StderrHandler())
+    for handler in logger.handlers:
+        if isinstance(handler.formatter, _OneLineFormatter):
+            handler.formatter.verbose = verbose
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
     logger.propagate = False   # a script's logging.basicConfig must not print gradviz's records twice
 

@@ -134,7 +134,7 @@ def load_pickled_tensors(data: Source, member: str, *, scan: bool = True) -> Any
     except Exception as exc:  # noqa: BLE001 - weights_only's refusal or a broken file; never a second try
         first = str(exc).splitlines()[0] if str(exc) else ""
         if "weights_only" in str(exc) or "Unpickl" in type(exc).__name__:
-            raise UnsafeFile(f"{member}: holds pickled Python objects, not only tensors (torch.load(weights_only="
-                             f"True) refused it: {first[:200]}); gradviz never unpickles arbitrary objects",
+            raise UnsafeFile(f"{member}: holds pickled Python objects, not only tensors (torch's weights-only "
+                             f"load refused it: {first[:200]}); gradviz never unpickles arbitrary objects",
                              member) from None
         raise FileRefused(f"{member}: cannot be read ({type(exc).__name__}: {first[:200]})", member) from None
