@@ -24,7 +24,7 @@ from torch import nn
 from gradviz.core.runtime.errors import ScriptError
 from gradviz.core.runtime.messages import short_path
 from gradviz.core.runtime.paths import PathError, open_regular, require_regular_file
-from gradviz.core.script.file_errors import FileRefused, UnsafeFile
+from gradviz.core.script.file_errors import ARCHIVE_ERRORS, FileRefused, UnsafeFile
 from gradviz.core.script.pickle_scan import is_torch_zip, load_pickled_tensors
 from gradviz.core.script.program_archive import load_program as read_program
 
@@ -58,8 +58,8 @@ def _is_torchscript(path: Path) -> bool:
     try:
         with open_regular(path, "--weights") as handle, zipfile.ZipFile(handle) as archive:
             return any(name.split("/", 1)[-1].startswith(("code/", "constants.pkl")) for name in archive.namelist())
-    except (zipfile.BadZipFile, OSError):
-        return False
+    except ARCHIVE_ERRORS:
+        return False     # not a readable zip: the weights reader says what it is
 
 
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:

@@ -190,7 +190,11 @@ class Invented:
 
             program = load_program(self.program)
             self.stored = stored_example_inputs(program)
-            model = program.module()
+            try:
+                model = program.module()
+            except Exception as exc:  # noqa: BLE001 - a program torch read but cannot make a module of
+                raise ScriptError(f"cannot make a module of the torch.export program: {type(exc).__name__}: "
+                                  f"{exc}", path=self.program) from None
             # module() makes train()/eval() raise: the program runs as it was exported (dropout and
             # batch norm in the mode of that moment) whatever the flag says. gradviz's trainer and checks
             # set the flag; let them (nn.Module's own train/eval, which change nothing in the graph).

@@ -7,9 +7,18 @@ in a symbolic expression, a shared library): nothing of it was run. Both name th
 """
 from __future__ import annotations
 
+import struct
+import zipfile
+import zlib
+
 from gradviz.core.runtime.errors import ScriptError
 
-__all__ = ["FileRefused", "UnsafeFile"]
+__all__ = ["FileRefused", "UnsafeFile", "ARCHIVE_ERRORS"]
+
+# what ``zipfile`` raises on a malformed archive (found by tests/test_fuzz_files.py: a flipped byte in a
+# name is a UnicodeDecodeError, in a compression field a NotImplementedError, in an extra field a struct.error)
+ARCHIVE_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, ValueError, NotImplementedError,
+                  RuntimeError, struct.error, zlib.error, KeyError, IndexError, OverflowError)
 
 
 class FileRefused(ScriptError):

@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, Union
 
 import torch
 
-from gradviz.core.script.file_errors import FileRefused, UnsafeFile
+from gradviz.core.script.file_errors import ARCHIVE_ERRORS, FileRefused, UnsafeFile
 
 __all__ = ["scan_pickle", "load_pickled_tensors", "is_torch_zip"]
 
@@ -66,8 +66,10 @@ def _data_pkl(data: Source, member: str) -> bytes:
             if len(names) != 1:
                 raise UnsafeFile(f"{member}: a torch.save archive without exactly one data.pkl: refused", member)
             return inner.read(names[0])
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
-        raise FileRefused(f"{member}: a broken torch.save archive ({exc})", member) from None
+    except FileRefused:
+        raise
+    except ARCHIVE_ERRORS as exc:
+        raise FileRefused(f"{member}: a broken torch.save archive ({type(exc).__name__}: {exc})", member) from None
 
 
 def scan_pickle(data: Source, member: str) -> None:

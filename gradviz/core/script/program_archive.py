@@ -29,13 +29,12 @@ import logging
 import os
 import warnings
 import zipfile
-import zlib
 from typing import Any
 
 import torch
 
 from gradviz.core.runtime.paths import open_regular
-from gradviz.core.script.file_errors import FileRefused, UnsafeFile
+from gradviz.core.script.file_errors import ARCHIVE_ERRORS, FileRefused, UnsafeFile
 from gradviz.core.script.meta import HEADROOM, available_bytes
 from gradviz.core.script.pickle_scan import load_pickled_tensors
 from gradviz.core.script.program_json import check_program_json
@@ -61,7 +60,7 @@ def _open_zip(path: str) -> zipfile.ZipFile:
     handle = open_regular(path, "the program")     # FileNotFoundError / PathError as they are
     try:
         z = zipfile.ZipFile(handle)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+    except ARCHIVE_ERRORS as exc:
         handle.close()
         raise FileRefused(f"not a .pt2 program (not a zip archive: {exc})") from None
     z._gradviz_handle = handle                     # closed with the archive (a ZipFile keeps a passed file open)
@@ -90,8 +89,10 @@ def _read(z: zipfile.ZipFile, name: str, limit: int | None = None) -> bytes:
         return z.read(name)
     except KeyError:
         raise FileRefused(f"the archive has no {name}", name) from None
-    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
-        raise FileRefused(f"{name}: cannot be read ({exc})", name) from None
+    except FileRefused:
+        raise
+    except ARCHIVE_ERRORS as exc:
+        raise FileRefused(f"{name}: cannot be read ({type(exc).__name__}: {exc})", name) from None
 
 
 def _json(z: zipfile.ZipFile, name: str) -> Any:

@@ -10,6 +10,7 @@ refused. ``tensor_table`` / ``example_inputs`` check what a pickled member held.
 """
 from __future__ import annotations
 
+import math
 import re
 import zipfile
 from typing import Any, Callable
@@ -34,7 +35,8 @@ def _dtype(code: int, member: str) -> torch.dtype:
 def _ints(values: Any, member: str, what: str) -> list[int]:
     out = []
     for v in values if isinstance(values, list) else [values]:
-        if not (isinstance(v, dict) and set(v) == {"as_int"} and type(v["as_int"]) is int):
+        if not (isinstance(v, dict) and set(v) == {"as_int"} and type(v["as_int"]) is int
+                and 0 <= v["as_int"] < 2 ** 62):
             raise FileRefused(f"{member}: a stored tensor with a symbolic or broken {what} ({v!r:.60})", member)
         out.append(v["as_int"])
     return out
@@ -87,11 +89,13 @@ def raw_tensors(z: zipfile.ZipFile, root: str, config_name: str, folder: str, ki
             bases[meta["path_name"]] = torch.frombuffer(bytearray(data), dtype=dtype) if data else None
         base = bases[meta["path_name"]]
         if base is None:        # torch writes an empty record for a tensor with no elements
+            if math.prod(sizes) != 0:
+                raise FileRefused(f"{member}: {fqn}: {math.prod(sizes):,} elements stored in 0 bytes", member)
             t = torch.zeros(sizes, dtype=dtype)
         else:
             try:
                 t = torch.as_strided(base, sizes, strides, offset)
-            except RuntimeError as exc:
+            except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
                 raise FileRefused(f"{member}: {fqn}: its shape does not fit its bytes ({exc})", member) from None
         if meta.get("is_param"):
             t = torch.nn.Parameter(t, requires_grad=bool(tm.get("requires_grad")))
