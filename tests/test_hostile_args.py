@@ -199,3 +199,12 @@ def test_closed_pipes_end_quietly(folder):
         status, err = _closed(argv, folder, first)
         assert status in (0, 141) and err.strip() == "", (argv, status, err)
     assert time.monotonic() - start < 240      # train | head -1 stopped at once, not after 100,000 steps
+
+
+def test_an_exception_whose_message_raises_is_still_reported(folder, capsys):
+    """Before: ``str(exc)`` raised inside gradviz's own error path; check said "incomplete" and exited 0."""
+    (folder / "bs.py").write_text(TINY.replace("def batch(step):\n", "def batch(step):\n    class E(Exception):\n"
+                                               "        def __str__(self):\n            raise RuntimeError('no')\n"
+                                               "    raise E()\n"))
+    assert main(["check", "bs.py", "--no-gradcheck"]) == 2
+    assert "its __str__ raised RuntimeError" in capsys.readouterr().out
