@@ -184,7 +184,6 @@ def test_a_mutated_weights_file_runs_nothing(program, tmp_path, seed, flips, evi
                                                                                        max_size=4), max_leaves=12),
        body=st.binary(max_size=256), declared=st.integers(0, 2**64 - 1))
 def test_a_lying_safetensors_header_is_refused(tmp_path, header, body, declared):
-    pytest.importorskip("safetensors")
     text = json.dumps({"w": header}).encode()
     path = tmp_path / "x.safetensors"
     path.write_bytes(min(declared, len(text)).to_bytes(8, "little") + text + body)

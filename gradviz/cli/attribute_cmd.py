@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     except AttributionError as exc:
         return _fail(str(exc))
     except GradvizError as exc:          # ScriptError: file:line: message
-        say(str(exc))
+        say(str(exc) if getattr(exc, "location", None) else f"gradviz attribute: {exc}")
         return 2
     batch = _batch_size(result)
     if example is not None and out is not None and batch is not None and example >= batch:

@@ -101,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         graph = trace(choice.script, choice.model, step=args.step, device=args.device, meta=choice.meta,
                       details=details)
     except ScriptError as exc:
-        say(str(exc))  # file:line: message
+        say(str(exc) if exc.location else f"gradviz export: {exc}")  # file:line: message
         from gradviz.cli.partial_export import export_failure
 
         export_failure(exc, args, out)    # a failing forward: the graph up to the failing call
