@@ -101,8 +101,13 @@ def supervise(argv: list[str], command: str) -> int:
         os.close(data_w)
         worker = Worker(control_w, lifeline_r, stage)
         worker.install()
-        status = main()
-        worker.finished(status)
+        status = 1
+        try:
+            status = main()
+        except SystemExit as exc:                  # not from gradviz's commands (they return), but said all the same
+            status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            worker.finished(status)
         return status                              # a normal end: threads joined, atexit run (bounded)
     os.close(data_w)
     os.close(control_w)
