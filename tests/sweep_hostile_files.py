@@ -23,7 +23,6 @@ import os
 import re
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
@@ -229,7 +228,6 @@ def tiny(folder: Path, name: str = "tiny.py", extra: str = "") -> Path:
 
 
 def cases(shared: Path, python: str) -> list[Case]:
-    marker = shared / "marker"
     evil = json.loads((shared / "pt2" / "manifest.json").read_text())["cases"] if (shared / "pt2").is_dir() else {}
     out: list[Case] = []
 

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gradviz.core.runtime.errors import ScriptError
-from gradviz.core.script.checkpoints import load_program, read_state_dict
+from gradviz.core.script.checkpoints import read_state_dict
 
 FUZZ = settings(max_examples=int(os.environ.get("GRADVIZ_FUZZ_EXAMPLES", "40")), deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
