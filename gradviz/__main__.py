@@ -1,3 +1,4 @@
-from gradviz.cli.main import main
+from gradviz.cli.supervisor import entry
 
-raise SystemExit(main())
+if __name__ == "__main__":   # not when multiprocessing's spawn re-imports the main module in its workers
+    raise SystemExit(entry())

@@ -13,7 +13,7 @@ TESTS = Path(__file__).resolve().parent
 # gradviz itself and what pyproject.toml requires (dependencies and the test extra)
 REQUIRED = {"gradviz", "torch", "numpy", "networkx", "PySide6", "shiboken6", "pyqtgraph", "pytest", "pytestqt",
             "importlinter", "nbclient", "nbformat", "ipykernel", "transformers", "pytorch_lightning", "accelerate",
-            "safetensors"}
+            "safetensors", "hypothesis"}
 FILE_CHECKS = ("exists", "is_file", "is_dir", "isfile", "isdir")
 
 

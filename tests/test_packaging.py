@@ -54,7 +54,7 @@ def test_the_wheel_carries_samples_data_icon_and_native_source(wheel):
         assert needed in names, needed
     assert not any(n.startswith(("tests/", "samples/")) or "__pycache__" in n for n in names)
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "gradviz = gradviz.cli.main:main" in wheel.read(entry_points).decode()
+    assert "gradviz = gradviz.cli.supervisor:entry" in wheel.read(entry_points).decode()
     metadata = wheel.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert f"Version: {gradviz.__version__}" in metadata and "Requires-Dist: torch>=" in metadata
 

@@ -15,10 +15,11 @@ import argparse
 import contextlib
 import json
 import logging
-import sys
 from pathlib import Path
 
 from gradviz.cli import guard
+from gradviz.cli.arg_types import MAX_STEP, integer
+from gradviz.cli.say import say
 
 log = logging.getLogger(__name__)
 FORMATS = (".json", ".png")
@@ -35,11 +36,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--target", default="loss", metavar="K",
                    help="what to attribute: 'loss' (default), an output index K (its logit summed over the "
                         "batch), 'label' (each example's own label) or 'pred' (each example's predicted class)")
-    p.add_argument("--steps", type=int, default=50, metavar="N", help="integration points for ig (default 50)")
+    p.add_argument("--steps", type=integer(1, 10_000), default=50, metavar="N", help="integration points for ig (default 50)")
     p.add_argument("--baseline", default="zeros", metavar="B",
                    help="ig baseline: 'zeros' (default; zero embedding vectors for token ids), a number "
                         "(inputs filled with it; token ids set to it), or a .npy/.pt file of the input's shape")
-    p.add_argument("--step", type=int, default=0, help="which batch(step) to attribute (default 0)")
+    p.add_argument("--step", type=integer(0, MAX_STEP), default=0, help="which batch(step) to attribute (default 0)")
     p.add_argument("--example", default="0", metavar="I",
                    help="PNG: which example of the batch to draw, or 'all' for the batch's mean |attribution|")
     p.add_argument("--device", default=None, help="move the model to this device")
@@ -49,7 +50,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _fail(message: str) -> int:
-    print(f"gradviz attribute: {message}", file=sys.stderr)
+    say(f"gradviz attribute: {message}")
     return 2
 
 
@@ -66,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
         if not folder.is_dir():
             return _fail(f"cannot write {out}: folder {folder} does not exist")
     example = None if args.example == "all" else _int(args.example)
-    if args.example != "all" and example is None:
-        return _fail(f"--example takes an index or 'all', not {args.example!r}")
+    if args.example != "all" and (example is None or example < 0):
+        return _fail(f"--example takes an index from 0 or 'all', not {args.example!r}")
     try:
         baseline = read_baseline(args.baseline)
         with _thread_policy(args.device):
@@ -76,13 +77,16 @@ def run(args: argparse.Namespace) -> int:
     except AttributionError as exc:
         return _fail(str(exc))
     except GradvizError as exc:          # ScriptError: file:line: message
-        print(str(exc), file=sys.stderr)
+        say(str(exc) if getattr(exc, "location", None) else f"gradviz attribute: {exc}")
         return 2
+    batch = _batch_size(result)
+    if example is not None and out is not None and batch is not None and example >= batch:
+        return _fail(f"--example {example}: the batch has {batch} example(s) (0..{batch - 1}), or use 'all'")
     c = result.completeness
     if c is not None and not c.ok:
-        print(f"gradviz attribute: warning: completeness fails: the attributions sum to {c.attribution_sum:.6g} "
+        say(f"gradviz attribute: warning: completeness fails: the attributions sum to {c.attribution_sum:.6g} "
               f"but f(x) - f(baseline) = {c.output_delta:.6g} ({100 * c.rel_error:.2f} % off, more than 1 %); "
-              f"raise --steps (now {result.steps})", file=sys.stderr)
+              f"raise --steps (now {result.steps})")
     if out is None:
         print(report(result), file=guard.out())
         return 0
@@ -119,6 +123,14 @@ def _thread_policy(device: str | None):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def _batch_size(result) -> int | None:
+    """The number of examples in the attributed batch (the first dimension of an attributed input)."""
+    for a in result.inputs:
+        if a.attribution is not None and a.attribution.ndim > 0:
+            return int(a.attribution.shape[0])
+    return None
 
 
 def _int(text: str) -> int | None:

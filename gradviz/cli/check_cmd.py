@@ -10,8 +10,11 @@ import argparse
 import json
 
 from gradviz.cli.guard import out
+from gradviz.cli.arg_types import integer
 from gradviz.cli.meta_flag import add_meta_argument, choose_meta
+from gradviz.core.runtime.messages import one_line
 
+FINDING_LIMIT = 4000       # characters of one finding's message on the command line
 ICONS = {"error": ("✖", "x"), "warning": ("⚠", "!"), "info": ("ℹ", "i")}
 
 
@@ -23,7 +26,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                    "sigmoids, numerical gradient mismatches.")
     p.add_argument("script", help="model script (defines model, batch, loss_fn)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a report")
-    p.add_argument("--steps", type=int, default=0, metavar="K",
+    p.add_argument("--steps", type=integer(1, 1_000_000), default=None, metavar="K",
                    help="also train K steps with the script's optimizer and watch loss and gradient norm")
     p.add_argument("--no-gradcheck", action="store_true", help="skip the numerical gradient check")
     add_meta_argument(p)
@@ -94,8 +97,11 @@ def run(args) -> int:
 
         report = structural_check(choice.script, choice.model)
     else:
-        report = check_report(choice.script if choice is not None else args.script, steps=max(0, args.steps),
+        report = check_report(choice.script if choice is not None else args.script, steps=args.steps or 0,
                               gradcheck=not args.no_gradcheck)
+    for f in report.findings:    # text that came from the script (an exception's message) made one clean line
+        f.message = one_line(f.message, FINDING_LIMIT)
+        f.location = one_line(f.location) if f.location else f.location
     if args.json:
         print(json.dumps(report.to_dict(), indent=2), file=out())
     else:

@@ -9,12 +9,14 @@ written; 2 the script is broken (``file:line: message`` on stderr) or FILE canno
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
 from gradviz.cli import guard
+from gradviz.cli.arg_types import MAX_STEP, integer, real
+from gradviz.cli.arg_types import depth as depth_or_auto
 from gradviz.cli.meta_flag import add_meta_argument, choose_meta
+from gradviz.cli.say import say
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -23,15 +25,15 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        "The extension picks the format: .json .graphml .dot .svg .png .pdf.")
     p.add_argument("script", help="model script (defines model, batch, loss_fn)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write; the extension sets the format")
-    p.add_argument("--collapse", default=None, metavar="DEPTH",
+    p.add_argument("--collapse", type=depth_or_auto, default=None, metavar="DEPTH",
                    help="merge modules deeper than DEPTH into boxes (an integer, or 'auto' for ~200 items)")
     p.add_argument("--check", action="store_true",
                    help="run the health checklist and draw its findings (cut edges, NaN origins) with legend entries")
-    p.add_argument("--step", type=int, default=0, help="which batch(step) to trace (default 0)")
+    p.add_argument("--step", type=integer(0, MAX_STEP), default=0, help="which batch(step) to trace (default 0)")
     p.add_argument("--device", default=None, help="move the model to this device (default: where the script puts it)")
-    p.add_argument("--scale", type=float, default=2.0, help="PNG pixels per layout pixel (default 2)")
-    p.add_argument("--dpi", type=float, default=None, help="resolution recorded in PNG/PDF (print size); PNG pixels come from --scale")
-    p.add_argument("--max-pixels", type=float, default=100.0, metavar="MP",
+    p.add_argument("--scale", type=real(0.0, 64.0), default=2.0, help="PNG pixels per layout pixel (default 2; at most 64)")
+    p.add_argument("--dpi", type=real(0.0, 100_000.0), default=None, help="resolution recorded in PNG/PDF (print size); PNG pixels come from --scale")
+    p.add_argument("--max-pixels", type=real(0.0001, 1000.0, above=False), default=100.0, metavar="MP",
                    help="largest PNG in megapixels (default 100); a bigger one is scaled down, or tiled with --tiles")
     p.add_argument("--tiles", action="store_true",
                    help="PNG over --max-pixels: also write full-scale tiles FILE.r<row>c<col>.png")
@@ -42,7 +44,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
 
 
 def _fail(message: str) -> int:
-    print(f"gradviz export: {message}", file=sys.stderr)
+    say(f"gradviz export: {message}")
     return 2
 
 
@@ -86,10 +88,6 @@ def _run(args: argparse.Namespace) -> int:
         check_target(out)
     except ExportError as exc:
         return _fail(str(exc))
-    if args.scale <= 0:
-        return _fail("--scale must be positive")
-    if args.max_pixels <= 0:
-        return _fail("--max-pixels must be positive")
 
     start = time.perf_counter()
     try:
@@ -103,7 +101,7 @@ def _run(args: argparse.Namespace) -> int:
         graph = trace(choice.script, choice.model, step=args.step, device=args.device, meta=choice.meta,
                       details=details)
     except ScriptError as exc:
-        print(str(exc), file=sys.stderr)  # file:line: message
+        say(str(exc) if exc.location else f"gradviz export: {exc}")  # file:line: message
         from gradviz.cli.partial_export import export_failure
 
         export_failure(exc, args, out)    # a failing forward: the graph up to the failing call

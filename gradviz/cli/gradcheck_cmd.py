@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from gradviz.cli.guard import out
+from gradviz.cli.arg_types import integer, real
+from gradviz.cli.say import say
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -19,11 +20,11 @@ def add_parser(sub) -> argparse.ArgumentParser:
                                    "the model (dropout off, RNG re-seeded per forward), against autograd.")
     p.add_argument("script", help="model script (defines model, batch, loss_fn)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--eps", type=float, default=1e-6, help="finite-difference step (default 1e-6)")
-    p.add_argument("--samples", type=int, default=16,
+    p.add_argument("--eps", type=real(0.0, 1.0), default=1e-6, help="finite-difference step (default 1e-6)")
+    p.add_argument("--samples", type=integer(0, 10 ** 9), default=16,
                    help="elements per parameter (all of them when the parameter is smaller; 0 = all)")
-    p.add_argument("--atol", type=float, default=1e-5)
-    p.add_argument("--rtol", type=float, default=1e-3)
+    p.add_argument("--atol", type=real(0.0, above=False), default=1e-5)
+    p.add_argument("--rtol", type=real(0.0, above=False), default=1e-3)
     p.add_argument("--params", nargs="*", metavar="NAME", help="only these parameters")
     return p
 
@@ -66,10 +67,10 @@ def run(args) -> int:
             print(json.dumps({"script": args.script, "ok": False, "error": str(exc), "code": exc.code,
                               "location": exc.location}), file=out())
         else:
-            print(f"gradviz gradcheck: {exc}", file=sys.stderr)
+            say(f"gradviz gradcheck: {exc}")
         return 2
     except ValueError as exc:
-        print(f"gradviz gradcheck: {exc}", file=sys.stderr)
+        say(f"gradviz gradcheck: {exc}")
         return 2
     if args.json:
         from gradviz.core.runtime.formatting import json_safe

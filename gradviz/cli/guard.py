@@ -18,6 +18,7 @@ running:
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -30,15 +31,19 @@ from gradviz.core.runtime.errors import GradvizError
 from gradviz.core.runtime.interrupts import (Interrupted, Stopped, TimedOut, describe_exception, on_script_start,
                                      where_user_code_is)
 from gradviz.core.runtime.locations import user_frame_of
+from gradviz.core.runtime.messages import MESSAGE_LIMIT, one_line, short_path
+from gradviz.core.runtime.ownership import at_fork, claim, release
 
 log = logging.getLogger(__name__)
 
-__all__ = ["out", "run_guarded", "EXIT_OK", "EXIT_SCRIPT", "EXIT_BUG", "EXIT_INTERRUPTED"]
+__all__ = ["out", "run_guarded", "EXIT_OK", "EXIT_SCRIPT", "EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_PIPE"]
 
-EXIT_OK, EXIT_BUG, EXIT_SCRIPT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_BUG, EXIT_SCRIPT, EXIT_INTERRUPTED, EXIT_PIPE = 0, 1, 2, 130, 141
 WATCHDOG_GRACE_S = 5.0   # after a timeout, how long the script may ignore TimedOut before the process ends
 
 _out: TextIO | None = None
+interrupt_listeners: list[Callable[[], None]] = []   # told of each Ctrl-C the command receives (the supervisor)
+exit_listeners: list[Callable[[int], None]] = []      # told of the status before a hard exit (the supervisor)
 
 
 def out() -> TextIO:
@@ -125,6 +130,8 @@ class _Stops:
         raise self._timed_out(where_user_code_is(frame))
 
     def _on_sigint(self, signum, frame) -> None:
+        for listener in list(interrupt_listeners):
+            listener()
         self.interrupts += 1
         stop = Interrupted(where_user_code_is(frame))
         if self.interrupts > 1:   # the first one did not stop it: the user insists
@@ -152,6 +159,12 @@ def _out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or (oom is not None and isinstance(exc, oom))
 
 
+# errors of the file system a path met (none of them a bug in gradviz)
+ENVIRONMENT_ERRNOS = frozenset(getattr(errno, name) for name in (
+    "ENAMETOOLONG", "ENOTDIR", "EISDIR", "EACCES", "EPERM", "EROFS", "ENOSPC", "EDQUOT", "ENOENT", "ELOOP",
+    "EEXIST", "EMFILE", "ENFILE", "EIO", "ETXTBSY", "EFBIG", "ENXIO", "ENODEV", "EXDEV") if hasattr(errno, name))
+
+
 def classify(exc: BaseException) -> tuple[int, str, str, str | None]:
     """``(exit status, code, message, location)`` for an exception that escaped a command."""
     if isinstance(exc, TimedOut):
@@ -167,6 +180,11 @@ def classify(exc: BaseException) -> tuple[int, str, str, str | None]:
     location = _user_frame(exc)
     if location is not None or isinstance(exc, (SystemExit, KeyboardInterrupt)):
         return EXIT_SCRIPT, "script-error", f"the script stopped gradviz: {describe_exception(exc)}", location
+    if isinstance(exc, OSError) and exc.errno in ENVIRONMENT_ERRNOS:
+        # a path that cannot be used (too long, not a folder, read-only, disk full): the machine's answer,
+        # not a bug of gradviz's
+        where = f" {short_path(exc.filename)}" if exc.filename else ""
+        return EXIT_SCRIPT, "file-error", f"cannot use{where}: {exc.strerror or exc}", None
     return (EXIT_BUG, "internal-error", f"internal error: {type(exc).__name__}: {exc} — this is a bug in gradviz; "
             "please report it (run again with --verbose for the traceback)", None)
 
@@ -175,14 +193,20 @@ def report(exc: BaseException, command: str, script: str | None, as_json: bool) 
     """Print one message for ``exc`` (and one JSON object with ``as_json``); return the exit status."""
     status, code, message, location = classify(exc)
     log.debug("%s stopped by %s", command, type(exc).__name__, exc_info=exc)  # the traceback, with --verbose
+    message, location = one_line(message), one_line(location) if location else location
     text = f"{location}: {message}" if location and not isinstance(exc, Stopped) else message
-    print(f"gradviz {command}: {text}", file=sys.stderr, flush=True)
+    print(one_line(f"gradviz {command}: {text}", 2 * MESSAGE_LIMIT), file=sys.stderr, flush=True)
     if as_json:
         finding = {"code": code, "severity": "error", "message": message, "params": [], "modules": [],
                    "nodes": [], "location": location, "edges": [], "data": {}}
         doc = {"script": script, "ok": False, "error": text, "code": code, "location": location,
                "findings": [finding]}
-        print(json.dumps(doc), file=out(), flush=True)
+        try:
+            print(json.dumps(doc), file=out(), flush=True)
+        except OSError as exc:
+            if not closed_output(exc):
+                raise
+            end_quietly()     # the message is on stderr; stdout's reader is gone
     return status
 
 
@@ -200,18 +224,77 @@ def run_guarded(command: str, fn: Callable[[], int | None], *, setup: Callable[[
             report(stop, command, script(), as_json)
             sys.stderr.flush()
             out().flush()
+        for listener in list(exit_listeners):
+            with contextlib.suppress(Exception):
+                listener(status)
         os._exit(status)
 
     redirect = stdout_to_stderr() if user_code else contextlib.nullcontext()
+    owned = _owned() if user_code else contextlib.nullcontext()
     try:
-        with redirect, _Stops(timeout if user_code else None, hard_exit) as stops:
+        with redirect, owned, _Stops(timeout if user_code else None, hard_exit) as stops:
             setup()
             remove = on_script_start(stops.start_timer)   # the clock starts with the script, not gradviz
             try:
-                return int(fn() or 0)
+                status = int(fn() or 0)
+                flush_output()    # a reader that went away shows here, not in the interpreter's last flush
+                return status
             finally:
                 remove()
     except BaseException as exc:  # noqa: BLE001 - every escape becomes one message and an exit status
         if isinstance(exc, SystemExit) and not user_code:
             raise   # argparse-style exits of gradviz's own commands
+        if closed_output(exc):
+            return end_quietly()
         return report(exc, command, script(), as_json)
+
+
+@contextlib.contextmanager
+def _owned() -> Iterator[None]:
+    """This process does the command's work; a fork of it (``os.fork()`` in the script) writes nothing to
+    gradviz's output and ends when it comes back into gradviz (``core/runtime/ownership.py``)."""
+    claim()
+    remove = at_fork(_silence_copy)
+    try:
+        yield
+    finally:
+        remove()
+        release()
+
+
+def _silence_copy() -> None:
+    """In a fork's child: gradviz's stdout (the real one) becomes /dev/null there."""
+    try:
+        fd = _out.fileno() if _out is not None else None
+    except (OSError, ValueError, AttributeError):
+        fd = None          # a Python-level stream (a test's): the copy's writes stay in its own memory
+    if fd is None:
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+def flush_output() -> None:
+    for stream in (out(), sys.stdout):
+        if stream is not None and not getattr(stream, "closed", False):
+            stream.flush()
+
+
+def closed_output(exc: BaseException) -> bool:
+    """``exc`` is gradviz's own write into a stdout whose reader is gone (``| head``, ``| true``)."""
+    return (isinstance(exc, BrokenPipeError) or (isinstance(exc, OSError) and exc.errno == errno.EPIPE)) \
+        and _user_frame(exc) is None
+
+
+def end_quietly() -> int:
+    """Nobody reads stdout any more: say nothing, make the interpreter's last flush harmless, exit 141
+    (128 + SIGPIPE, what a shell reports for a program a closed pipe ended)."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+    log.debug("stdout was closed by its reader: stopped writing")
+    return EXIT_PIPE

@@ -12,9 +12,11 @@ import importlib
 import sys
 
 from gradviz.cli.display import prepare_display
+from gradviz.cli.arg_types import OneLineParser, window_size
 from gradviz.cli.meta_flag import add_meta_argument
 from gradviz.cli.options import USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
 from gradviz.core.runtime.errors import GradvizError
+from gradviz.cli.say import say
 
 SUBCOMMANDS = {
     "export": "gradviz.cli.export_cmd",
@@ -43,7 +45,7 @@ def version_text() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gradviz", description="See and debug backpropagation in PyTorch.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
@@ -53,14 +55,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def app_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="gradviz", description="Open the gradviz window (default: the built-in digits MLP sample). "
         "Sub-commands: " + ", ".join(SUBCOMMANDS) + " (gradviz COMMAND --help).")
     parser.add_argument("script", nargs="?", help="model script or run file to open")
     parser.add_argument("--screenshot", metavar="PATH.png",
                         help="open the window, wait for the graph, save a grab of it and exit "
                              "(works without a display: Qt then draws offscreen)")
-    parser.add_argument("--size", default="1400x900", help="window size for --screenshot (WxH)")
+    parser.add_argument("--size", type=window_size, default="1400x900", help="window size for --screenshot (WxH)")
     add_meta_argument(parser)
     parser.add_argument("--version", action="version", version=version_text())
     add_common_options(parser, runs_user_code=False, opens_models=True)
@@ -119,21 +121,37 @@ def _skip_final_collection() -> None:
 
 
 def _main(argv: list[str] | None) -> int:
+    try:
+        return _dispatch(argv)
+    except OSError as exc:     # --help or --version into a closed pipe (| head): nothing more to say
+        from gradviz.cli.guard import closed_output, end_quietly
+
+        if not closed_output(exc):
+            raise
+        return end_quietly()
+
+
+def _dispatch(argv: list[str] | None) -> int:
     verbose, argv = _split_global_flags(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser() if argv and argv[0] in SUBCOMMANDS else app_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        if exc.code == 2:
+            return 2        # a refused argument: OneLineParser said which, in one line
+        raise               # --help, --version
     if argv and argv[0] in SUBCOMMANDS:
-        args = build_parser().parse_args(argv)
         configure_logging(verbose or getattr(args, "verbose", False))
         return run_command(args)
-    args = app_parser().parse_args(argv)
     configure_logging(verbose or getattr(args, "verbose", False))
     problem = prepare_display(screenshot=bool(args.screenshot))   # before Qt, whose answer is an abort
     if problem:
-        print(f"gradviz: {problem}", file=sys.stderr)
+        say(f"gradviz: {problem}")
         return 2
     try:
         prepare(args)        # a callable or a .pt2 becomes a generated script; a weights file is refused
     except GradvizError as exc:
-        print(f"gradviz: {exc}", file=sys.stderr)
+        say(f"gradviz: {exc}")
         return 2
     from gradviz.app.launch import run_app  # Qt loads here, and only here
 

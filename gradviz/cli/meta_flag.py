@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
+
+from gradviz.cli.say import say
 
 
 def add_meta_argument(parser: argparse.ArgumentParser) -> None:
@@ -46,5 +47,5 @@ def choose_meta(args: argparse.Namespace, script, prog: str) -> MetaChoice:
     if est is None:   # cannot be measured on meta either: let the real trace say what happens
         return MetaChoice(False, script)
     note = est.message(os.path.basename(str(script.path)))
-    print(f"{prog}: {note} (--no-meta to trace with values anyway)", file=sys.stderr)
+    say(f"{prog}: {note} (--no-meta to trace with values anyway)")
     return MetaChoice(True, script, est.model, note)

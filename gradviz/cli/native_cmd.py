@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
+
+from gradviz.cli.say import say
 
 
 def add_parser(sub) -> None:
@@ -27,13 +28,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.native_command == "build":
         if not native.compiler_available():
-            print("gradviz native: no C++ compiler and ninja found (pip install ninja; a C++ compiler)",
-                  file=sys.stderr)
+            say("gradviz native: no C++ compiler and ninja found (pip install ninja; a C++ compiler)")
             return 1
         try:
             native.build(verbose=args.verbose)
         except Exception as exc:
-            print(f"gradviz native: build failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            say(f"gradviz native: build failed: {type(exc).__name__}: {exc}")
             return 1
         info = native.status()
         print(f"built in {info['build_seconds']:.1f} s: {info['path']}")
@@ -50,5 +50,5 @@ def run(args: argparse.Namespace) -> int:
             if info["error"]:
                 print(f"  error: {info['error']}")
         return 0 if (info["loaded"] or not info["error"]) else 1
-    print("usage: gradviz native build|status", file=sys.stderr)
+    say("usage: gradviz native build|status")
     return 2

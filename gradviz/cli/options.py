@@ -13,6 +13,10 @@ import os
 import sys
 
 from gradviz.core.runtime.errors import GradvizError
+from gradviz.core.runtime.messages import MESSAGE_LIMIT, one_line
+from gradviz.core.runtime.paths import PathError, check_length, require_regular_file
+from gradviz.cli.arg_types import MAX_SECONDS, real
+from gradviz.cli.say import say
 
 __all__ = ["USER_CODE_COMMANDS", "UsageError", "add_common_options", "prepare", "configure_logging"]
 
@@ -22,6 +26,8 @@ USER_CODE_COMMANDS = ("export", "check", "gradcheck", "train", "attribute")
 # something else: a PACKAGE.MODULE:CALLABLE, a number)
 PATH_ARGS = ("output", "weights")
 MAYBE_PATH_ARGS = ("script", "baseline")
+RUN_ARGS = ("run", "a", "b")                 # runs show / runs diff: a run file or folder, maybe with @STEP
+READ_ARGS = ("script", "weights", "baseline")   # files gradviz reads (when they exist)
 
 
 class UsageError(GradvizError):
@@ -33,7 +39,7 @@ def add_common_options(parser: argparse.ArgumentParser, runs_user_code: bool, op
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="log what gradviz does (and the traceback of an internal error) on stderr")
     if runs_user_code:
-        parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+        parser.add_argument("--timeout", type=real(0.0, MAX_SECONDS), default=None, metavar="SECONDS",
                             help="stop the script after SECONDS (exit 2, naming the line it was at)")
     if runs_user_code or opens_models:
         add_model_options(parser)
@@ -52,12 +58,28 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
                        help="load a state_dict into the model (safetensors, or torch.load(weights_only=True))")
 
 
+class _OneLineFormatter(logging.Formatter):
+    """Without ``--verbose`` a record is one clean line: a traceback it carries becomes ``: Type: message``
+    (``--verbose`` prints the traceback itself); control characters and escapes are stripped."""
+
+    verbose = False
+
+    def format(self, record: logging.LogRecord) -> str:
+        if self.verbose:
+            return super().format(record)
+        text = f"gradviz: {record.levelname}: {record.name}: {record.getMessage()}"
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            text += f": {type(exc).__name__}: {exc} (--verbose shows the traceback)"
+        return one_line(text, 2 * MESSAGE_LIMIT)
+
+
 class _StderrHandler(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at each record (a test's redirect, the guard's routing)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.setFormatter(logging.Formatter("gradviz: %(levelname)s: %(name)s: %(message)s"))
+        self.setFormatter(_OneLineFormatter("gradviz: %(levelname)s: %(name)s: %(message)s"))
 
     @property
     def stream(self):
@@ -73,12 +95,45 @@ def configure_logging(verbose: bool) -> None:
     logger = logging.getLogger("gradviz")
     if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
         logger.addHandler(_StderrHandler())
+    for handler in logger.handlers:
+        if isinstance(handler.formatter, _OneLineFormatter):
+            handler.formatter.verbose = verbose
     logger.setLevel(logging.DEBUG if verbose else logging.WARNING)
     logger.propagate = False   # a script's logging.basicConfig must not print gradviz's records twice
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """Every path on the command line short enough for this system, and every file gradviz will read a
+    regular file (a FIFO or a device would block it forever); a folder only where a run folder may be."""
+    for name in (*PATH_ARGS, *MAYBE_PATH_ARGS, *RUN_ARGS, "screenshot"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value:
+            try:
+                check_length(value.rsplit("@", 1)[0] if name in RUN_ARGS else value, _flag(name))
+            except PathError as exc:
+                raise UsageError(str(exc)) from None
+    folders_allowed = getattr(args, "command", None) not in USER_CODE_COMMANDS   # the app opens run folders
+    for name in READ_ARGS:
+        value = getattr(args, name, None)
+        if not isinstance(value, str) or not os.path.lexists(value):
+            continue
+        if folders_allowed and os.path.isdir(value):
+            continue
+        try:
+            require_regular_file(value, _flag(name))
+        except PathError as exc:
+            raise UsageError(str(exc)) from None
+        except OSError:
+            continue   # a dangling link: the command says the file is missing, in its own words
+
+
+def _flag(name: str) -> str:
+    return "the script" if name == "script" else f"--{name.replace('_', '-')}"
+
+
 def prepare(args: argparse.Namespace) -> None:
     """Absolute paths and a usable device and timeout, or a UsageError; run before the script."""
+    check_paths(args)
     for name in PATH_ARGS:
         value = getattr(args, name, None)
         if isinstance(value, str) and value:
@@ -87,9 +142,6 @@ def prepare(args: argparse.Namespace) -> None:
         value = getattr(args, name, None)
         if isinstance(value, str) and os.path.exists(value):
             setattr(args, name, os.path.abspath(value))
-    timeout = getattr(args, "timeout", None)
-    if timeout is not None and not timeout > 0:
-        raise UsageError(f"--timeout must be a positive number of seconds, not {timeout:g}")
     device = getattr(args, "device", None)
     if device not in (None, "auto"):
         check_device(device)
@@ -108,7 +160,7 @@ def resolve_model(args: argparse.Namespace) -> str | None:
     args.model_note = note
     args.model_name = script if note else None      # what the user named, for the commands' headers
     if note:
-        print(f"gradviz: {note}", file=sys.stderr)
+        say(f"gradviz: {note}")
     return note
 
 

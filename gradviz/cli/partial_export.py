@@ -5,9 +5,10 @@ printed already; this adds the partial graph at the requested path and says so.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
+
+from gradviz.cli.say import say
 
 
 def export_failure(error: BaseException, args: Any, out: Path) -> None:
@@ -22,9 +23,8 @@ def export_failure(error: BaseException, args: Any, out: Path) -> None:
     try:
         export_graph(graph, out, options=options)
     except (ExportError, OSError) as exc:
-        print(f"gradviz export: cannot write the partial graph to {out}: {exc}", file=sys.stderr)
+        say(f"gradviz export: cannot write the partial graph to {out}: {exc}")
         return
     failed = graph.graph["failed"]
-    print(f"gradviz export: wrote {out}: the graph up to the failing call ({failed['op']} at "
-          f"{failed['location'] or 'an unknown line'}, drawn in red; {graph.number_of_nodes()} nodes)",
-          file=sys.stderr)
+    say(f"gradviz export: wrote {out}: the graph up to the failing call ({failed['op']} at "
+          f"{failed['location'] or 'an unknown line'}, drawn in red; {graph.number_of_nodes()} nodes)")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
+
+from gradviz.cli.say import say
 
 
 def add_parser(sub) -> None:
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_diff(args)
     if getattr(args, "runs_command", None) != "show":
-        print("usage: gradviz runs show RUN [--json] | gradviz runs diff A B [--json]", file=sys.stderr)
+        say("usage: gradviz runs show RUN [--json] | gradviz runs diff A B [--json]")
         return 2
     from gradviz.core.record.reader import open_ranks
     from gradviz.core.record.loading import summarize
@@ -38,12 +39,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         readers = open_ranks(args.run)
     except RecordError as exc:
-        print(f"gradviz runs: {exc}", file=sys.stderr)
+        say(f"gradviz runs: {exc}")
         return 2
     try:
         info = summarize(readers)
     except RecordError as exc:
-        print(f"gradviz runs: {exc}", file=sys.stderr)
+        say(f"gradviz runs: {exc}")
         return 2
     finally:
         for r in readers:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
+
+from gradviz.cli.arg_types import integer
+from gradviz.cli.say import say
 
 
 def add_diff_parser(runs_sub) -> None:
@@ -21,7 +23,7 @@ def add_diff_parser(runs_sub) -> None:
     p.add_argument("a", metavar="A", help="run file, optionally @STEP (e.g. before.gvrun or run.gvrun@10)")
     p.add_argument("b", metavar="B", help="run file, optionally @STEP")
     p.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
-    p.add_argument("--top", type=int, default=10, metavar="N", help="list the N biggest changes (default 10; 0: all)")
+    p.add_argument("--top", type=integer(0, 10 ** 9), default=10, metavar="N", help="list the N biggest changes (default 10; 0: all)")
 
 
 def run_diff(args: argparse.Namespace) -> int:
@@ -31,7 +33,7 @@ def run_diff(args: argparse.Namespace) -> int:
     try:
         result = compare(args.a, args.b)
     except RecordError as exc:
-        print(f"gradviz runs diff: {exc}", file=sys.stderr)
+        say(f"gradviz runs diff: {exc}")
         return 2
     top = args.top if args.top and args.top > 0 else None
     if args.json:

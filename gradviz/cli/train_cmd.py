@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 
 from gradviz.cli import guard
+from gradviz.cli.arg_types import MAX_SEED, integer, real
 from gradviz.cli.options import UsageError
 from gradviz.core.runtime.interrupts import Interrupted
+from gradviz.cli.say import say
 
 
 def add_parser(sub) -> argparse.ArgumentParser:
@@ -21,28 +22,28 @@ def add_parser(sub) -> argparse.ArgumentParser:
                        description="Train SCRIPT for N steps with gradviz's trainer (per-step gradient "
                        "statistics) and print progress and a final summary.")
     p.add_argument("script", help="model script (defines model, batch, loss_fn)")
-    p.add_argument("--steps", type=int, default=100, help="optimizer steps (default 100)")
+    p.add_argument("--steps", type=integer(1), default=100, help="optimizer steps (default 100)")
     p.add_argument("--json", action="store_true", help="JSON lines: one object per progress line, then a summary")
     p.add_argument("--device", default="auto", help="cpu, cuda, mps or auto (default)")
-    p.add_argument("--lr", type=float, default=None, help="learning rate (default: the optimizer's)")
+    p.add_argument("--lr", type=real(0.0), default=None, help="learning rate (default: the optimizer's)")
     p.add_argument("--optimizer", default=None, choices=["sgd", "sgd-momentum", "adam", "adamw"],
                    help="override the script's optimizer")
     p.add_argument("--schedule", default="constant", choices=["constant", "step", "cosine"])
-    p.add_argument("--clip", type=float, default=None, metavar="MAX_NORM", help="clip the global grad norm")
-    p.add_argument("--agc", type=float, default=None, metavar="LAMBDA",
+    p.add_argument("--clip", type=real(0.0), default=None, metavar="MAX_NORM", help="clip the global grad norm")
+    p.add_argument("--agc", type=real(0.0), default=None, metavar="LAMBDA",
                    help="per-layer adaptive gradient clipping: each gradient clipped to LAMBDA * max(||W||, eps) "
                    "(before --clip; e.g. 0.01-0.1)")
-    p.add_argument("--agc-eps", type=float, default=1e-3, metavar="EPS",
+    p.add_argument("--agc-eps", type=real(0.0, above=False), default=1e-3, metavar="EPS",
                    help="adaptive clipping's floor of ||W|| (default 1e-3)")
     p.add_argument("--agc-granularity", default="parameter", choices=["parameter", "unit"],
                    help="adaptive clipping per parameter tensor (default) or per output unit (NFNets)")
-    p.add_argument("--label-smoothing", type=float, default=0.0, metavar="EPS",
+    p.add_argument("--label-smoothing", type=real(0.0, 1.0, above=False), default=0.0, metavar="EPS",
                    help="label smoothing of the script's cross-entropy loss (0-1; default 0: off)")
-    p.add_argument("--accum", type=int, default=1, metavar="K", help="accumulate K micro-batches per step")
+    p.add_argument("--accum", type=integer(1, 1_000_000), default=1, metavar="K", help="accumulate K micro-batches per step")
     p.add_argument("--no-zero-grad", action="store_true", help="do not zero gradients between steps")
     p.add_argument("--amp", action="store_true", help="mixed precision (CUDA only)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--every", type=int, default=10, metavar="M", help="print progress every M steps (default 10)")
+    p.add_argument("--seed", type=integer(0, MAX_SEED), default=0)
+    p.add_argument("--every", type=integer(1), default=10, metavar="M", help="print progress every M steps (default 10)")
     p.set_defaults(command="train")
     return p
 
@@ -139,5 +140,5 @@ def run(args: argparse.Namespace) -> int:
             shown = f"{100 * value:.1f} %" if name in ("accuracy", "acc") and 0 <= value <= 1 else f"{value:.5g}"
             print(f"{name}: {shown}", file=out)
     if error is not None:
-        print(str(error), file=sys.stderr)
+        say(str(error))
     return status

@@ -2,26 +2,29 @@
 
 Each file is written to a hidden temporary name in the target's folder and renamed over
 the target when complete. On any error, Ctrl-C included, the temporaries are removed.
-A process killed outright (SIGKILL, SIGTERM, power loss) cannot clean up; its
-temporaries carry its process id (``.g.png.<pid>-<random>.part``), so the next write
-into that folder removes those whose process no longer runs.
+A process killed outright (SIGKILL, SIGTERM, power loss) cannot clean up: so every temporary is
+registered, while it exists, in ``$GRADVIZ_CACHE/temporaries/`` (its path, device and inode, and
+the writer's process id), and the next write into that folder removes those whose writer no longer
+runs. A file is removed only when the registry names it *and* it is still the same file (device and
+inode): a user's own file is never deleted, whatever its name (``.notes.99999-abcdef12.part``).
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
-import re
 import secrets
 from pathlib import Path
 from typing import Any, Callable
 
+from gradviz.core.runtime.cache import cache_folder
 from gradviz.core.runtime.errors import GradvizError
 
 log = logging.getLogger(__name__)
 
 __all__ = ["ExportError", "atomic_write", "AtomicFiles", "sweep_stale_parts"]
 
-_PART = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{8}\.part$")
+REGISTRY = "temporaries"
 
 
 class ExportError(GradvizError):
@@ -46,23 +49,73 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def sweep_stale_parts(folder: str | os.PathLike) -> list[Path]:
-    """Remove temporaries left in ``folder`` by writers that were killed; returns them."""
-    removed = []
+def _registry() -> Path | None:
     try:
-        names = os.listdir(folder)
+        return cache_folder(REGISTRY)
+    except GradvizError:
+        log.debug("no registry of temporaries (the cache cannot be written): a killed writer's are left",
+                  exc_info=True)
+        return None
+
+
+def _register(tmp: str) -> Path | None:
+    """Record ``tmp`` (its identity and this process) in the registry; the record's path, or None."""
+    registry = _registry()
+    if registry is None:
+        return None
+    st = os.stat(tmp)
+    record = registry / f"{os.getpid()}-{secrets.token_hex(8)}.json"
+    try:
+        record.write_text(json.dumps({"path": os.path.abspath(tmp), "dev": st.st_dev, "ino": st.st_ino,
+                                      "pid": os.getpid()}))
     except OSError:
-        return removed
-    for name in names:
-        m = _PART.match(name)
-        if m is None or _pid_alive(int(m["pid"])):
-            continue
-        path = Path(folder) / name
+        log.debug("cannot register temporary %s", tmp, exc_info=True)
+        return None
+    return record
+
+
+def _unregister(record: Path | None) -> None:
+    if record is not None:
         try:
-            path.unlink()
-            removed.append(path)
+            record.unlink()
+        except FileNotFoundError:
+            pass
         except OSError:
-            log.debug("cannot remove stale temporary %s", path, exc_info=True)
+            log.debug("cannot remove the record %s", record, exc_info=True)
+
+
+def sweep_stale_parts(folder: str | os.PathLike) -> list[Path]:
+    """Remove the temporaries in ``folder`` that the registry says a killed writer left; returns them."""
+    registry = _registry()
+    if registry is None:
+        return []
+    here = os.path.realpath(folder)
+    removed = []
+    for record in registry.glob("*.json"):
+        try:
+            entry = json.loads(record.read_text())
+            path, pid = entry["path"], int(entry["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue      # being written, or not ours to judge
+        if _pid_alive(pid):
+            continue
+        if os.path.realpath(os.path.dirname(path)) != here:
+            continue
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            _unregister(record)       # renamed or removed before its writer died
+            continue
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) == (entry.get("dev"), entry.get("ino")):
+            try:
+                os.unlink(path)
+                removed.append(Path(path))
+            except OSError:
+                log.debug("cannot remove stale temporary %s", path, exc_info=True)
+                continue
+        _unregister(record)           # the file there now is not the one registered: never touched
     if removed:
         log.info("removed %d temporary file(s) left by a killed export in %s", len(removed), folder)
     return removed
@@ -87,6 +140,7 @@ class AtomicFiles:
 
     def __init__(self) -> None:
         self._pending: list[tuple[str, Path]] = []
+        self._records: dict[str, Path | None] = {}
         self._swept: set[Path] = set()
 
     def temp_for(self, path: str | os.PathLike) -> str:
@@ -104,6 +158,7 @@ class AtomicFiles:
             raise ExportError(f"cannot write {target}: {exc.strerror or exc}") from exc
         os.close(fd)
         self._pending.append((tmp, target))
+        self._records[tmp] = _register(tmp)
         return tmp
 
     def commit(self) -> list[Path]:
@@ -114,6 +169,7 @@ class AtomicFiles:
         for tmp, target in self._pending:
             os.chmod(tmp, _mode_for(target))
             os.replace(tmp, target)
+            _unregister(self._records.pop(tmp, None))
             done.append(target)
         self._pending = []
         return done
@@ -126,6 +182,8 @@ class AtomicFiles:
                 pass
             except OSError:
                 log.warning("cannot remove temporary file %s", tmp, exc_info=True)
+                continue     # still there: the record lets a later write remove it
+            _unregister(self._records.pop(tmp, None))
         self._pending = []
 
     def __enter__(self) -> "AtomicFiles":

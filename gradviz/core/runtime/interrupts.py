@@ -91,4 +91,8 @@ def describe_exception(exc: BaseException) -> str:
                 "functions in its own process, so they must return or raise, not exit")
     if isinstance(exc, KeyboardInterrupt) and not isinstance(exc, Stopped):
         return "KeyboardInterrupt raised by the script itself (not a Ctrl-C)"
-    return f"{type(exc).__name__}: {exc}"
+    try:
+        text = str(exc)
+    except Exception as inner:  # noqa: BLE001 - the script's exception cannot even say what it is
+        text = f"(its message cannot be shown: its __str__ raised {type(inner).__name__})"
+    return f"{type(exc).__name__}: {text}"

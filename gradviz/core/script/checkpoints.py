@@ -1,12 +1,13 @@
 """Saved files a user may try to open: torch.export programs, state_dict checkpoints, pickled models.
 
 - A ``torch.export`` program (``.pt2``, from ``torch.export.save``) is a model: it opens
-  directly (``torch.export.load`` reads its graph and tensors; nothing arbitrary is unpickled).
+  directly, read by gradviz's own reader (``program_archive.py``: never ``torch.export.load``, which
+  runs code from such files), with nothing unpickled but scanned tensors.
 - A state_dict checkpoint (``.pt``, ``.pth``, ``.bin``, ``.ckpt``, ``.safetensors``) holds
   weights, not a model: ``refusal`` says so and what to do instead (open the script or callable
   that builds the model, with ``--weights FILE``).
-- ``load_weights`` loads such a file into a built model: safetensors, or
-  ``torch.load(weights_only=True)`` — never unpickling arbitrary objects.
+- ``load_weights`` loads such a file into a built model: safetensors, or a pickle scanned opcode by
+  opcode and then ``torch.load(weights_only=True)`` — never unpickling arbitrary objects.
 """
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ import torch
 from torch import nn
 
 from gradviz.core.runtime.errors import ScriptError
+from gradviz.core.runtime.messages import short_path
+from gradviz.core.runtime.paths import PathError, open_regular, require_regular_file
+from gradviz.core.script.file_errors import ARCHIVE_ERRORS, FileRefused, UnsafeFile
+from gradviz.core.script.pickle_scan import is_torch_zip, load_pickled_tensors
+from gradviz.core.script.program_archive import load_program as read_program
 
 log = logging.getLogger(__name__)
 
@@ -31,35 +37,40 @@ WEIGHT_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt", ".safetensors")
 
 
 def load_program(path: str | os.PathLike) -> Any:
-    """The ``ExportedProgram`` saved at ``path``, or a ScriptError naming the file.
+    """The ``ExportedProgram`` saved at ``path``, read without running anything in it
+    (``program_archive.load_program``), or a ScriptError naming the file and the member refused.
 
-    Loaded on the CPU whatever default device is in force: under ``torch.device("meta")`` (the
-    size probe of ``core/script/meta.py``) torch's loader fails over to its older format with a logged traceback.
+    Loaded on the CPU whatever default device is in force (the size probe of ``core/script/meta.py``
+    builds under ``torch.device("meta")``).
     """
     try:
         with torch.device("cpu"):
-            return torch.export.load(str(path))
+            return read_program(str(path))
     except FileNotFoundError:
-        raise ScriptError(f"no such program: {path}", path=str(path)) from None
-    except Exception as exc:  # a corrupt archive, another torch's format: one message, the reason logged
-        log.debug("torch.export.load(%s) failed", path, exc_info=True)
-        raise ScriptError(f"cannot load the torch.export program: {type(exc).__name__}: {exc}",
-                          path=str(path)) from None
+        raise ScriptError(f"no such program: {short_path(path)}", path=str(path)) from None
+    except PathError as exc:
+        raise ScriptError(exc.args[0]) from None
+    except FileRefused as exc:
+        raise ScriptError(f"cannot load the torch.export program: {exc.message}", path=str(path)) from None
 
 
 def _is_torchscript(path: Path) -> bool:
     try:
-        with zipfile.ZipFile(path) as archive:
+        with open_regular(path, "--weights") as handle, zipfile.ZipFile(handle) as archive:
             return any(name.split("/", 1)[-1].startswith(("code/", "constants.pkl")) for name in archive.namelist())
-    except (zipfile.BadZipFile, OSError):
-        return False
+    except ARCHIVE_ERRORS:
+        return False     # not a readable zip: the weights reader says what it is
 
 
 def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
     """The tensors of a weights file, unwrapped from ``{"state_dict": ...}`` / ``{"model": ...}``."""
     path = Path(path)
-    if not path.is_file():
-        raise ScriptError(f"no such weights file: {path}", path=str(path))
+    try:
+        require_regular_file(path, "the weights file")
+    except PathError as exc:
+        raise ScriptError(exc.args[0]) from None
+    except OSError:
+        raise ScriptError(f"no such weights file: {short_path(path)}", path=str(path)) from None
     if path.suffix == ".safetensors":
         try:
             from safetensors.torch import load_file
@@ -78,14 +89,19 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, torch.Tensor]:
                           "autograd graph of a Python model; open the script or callable that builds it",
                           path=str(path))
     try:
-        data = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as exc:  # UnpicklingError for a pickled model, and torch's format errors
-        if "weights_only" in str(exc) or "Unpickl" in type(exc).__name__:
-            raise ScriptError("this file holds pickled Python objects (e.g. torch.save(model)), not only weights; "
-                              "gradviz never unpickles arbitrary objects. Save model.state_dict() instead, and open "
-                              "the script or callable that builds the model with --weights FILE",
-                              path=str(path)) from None
-        raise ScriptError(f"cannot read weights: {type(exc).__name__}: {exc}", path=str(path)) from None
+        with open_regular(path, "the weights file") as handle:
+            # a torch.save zip is scanned opcode by opcode first; the legacy format (torch < 1.6) is left to
+            # weights_only alone (it refuses every __reduce__ payload on torch 2.6 and newer too)
+            data = load_pickled_tensors(handle, path.name, scan=is_torch_zip(handle))
+    except UnsafeFile:
+        raise ScriptError("this file holds pickled Python objects (e.g. torch.save(model)), not only weights; "
+                          "gradviz never unpickles arbitrary objects. Save model.state_dict() instead, and open "
+                          "the script or callable that builds the model with --weights FILE",
+                          path=str(path)) from None
+    except FileRefused as exc:
+        raise ScriptError(f"cannot read weights: {exc.message}", path=str(path)) from None
+    except OSError as exc:
+        raise ScriptError(f"cannot read weights: {exc.strerror or exc}", path=str(path)) from None
     return _unwrap(data, path)
 
 

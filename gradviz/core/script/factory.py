@@ -16,6 +16,7 @@ last dimension against class indices invented in ``[0, CLASSES)``, by default al
 from __future__ import annotations
 
 import importlib
+import math
 import re
 import sys
 from dataclasses import dataclass, field
@@ -25,10 +26,14 @@ import torch
 from torch import nn
 
 from gradviz.core.runtime.errors import ScriptError
+from gradviz.core.runtime.formatting import byte_size
+from gradviz.core.script.meta import HEADROOM, available_bytes
 
 __all__ = ["InputSpec", "LossSpec", "Invented", "is_callable_spec", "parse_input", "parse_loss",
            "first_tensor", "needs_inputs"]
 
+MAX_SIZE = 2 ** 40          # one dimension (torch's sizes are int64; beyond this no machine holds it)
+MAX_ELEMENTS = 2 ** 62      # a tensor's elements, with room for torch's own int64 arithmetic
 CALLABLE = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 DTYPES = {"float": torch.float32, "float32": torch.float32, "float64": torch.float64, "double": torch.float64,
           "float16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16,
@@ -61,12 +66,15 @@ def parse_input(text: str) -> InputSpec:
     shape = tuple(int(d) for d in sizes)
     if any(d <= 0 for d in shape):
         raise ValueError(f"--input {text!r}: every size must be a positive integer")
+    if any(d >= MAX_SIZE for d in shape) or math.prod(shape) >= MAX_ELEMENTS:
+        raise ValueError(f"--input {text!r}: {math.prod(shape):.3g} elements, more than a tensor can hold "
+                         f"(sizes below {MAX_SIZE:.3g}, at most {MAX_ELEMENTS:.3g} elements)")
     dtype = DTYPES.get(rest[0].lower()) if rest else torch.float32
     if dtype is None:
         raise ValueError(f"--input {text!r}: unknown dtype {rest[0]!r} (one of {', '.join(DTYPES)})")
     spec = InputSpec(shape, dtype)
     if len(rest) > 1:
-        if not spec.integer or not rest[1].isdigit() or int(rest[1]) < 1:
+        if not spec.integer or not rest[1].isdigit() or not 1 <= int(rest[1]) < MAX_ELEMENTS:
             raise ValueError(f"--input {text!r}: HIGH (values in [0, HIGH)) is a positive integer after an "
                              "integer dtype, e.g. 2,16:long:1000")
         spec = InputSpec(shape, dtype, int(rest[1]))
@@ -83,8 +91,9 @@ class LossSpec:
 
 def parse_loss(text: str | None) -> LossSpec:
     kind, _, classes = (text or "sum").strip().lower().partition(":")
-    if kind not in ("sum", "mean", "ce") or (classes and (kind != "ce" or not classes.isdigit())):
-        raise ValueError(f"--loss {text!r}: use sum, mean or ce[:CLASSES]")
+    if kind not in ("sum", "mean", "ce") or (classes and (kind != "ce" or not classes.isdigit()
+                                                         or not 1 <= int(classes) < MAX_SIZE)):
+        raise ValueError(f"--loss {text!r}: use sum, mean or ce[:CLASSES] (CLASSES a positive integer)")
     return LossSpec(kind, int(classes) if classes else None)
 
 
@@ -140,13 +149,52 @@ class Invented:
     def source(self) -> str:
         return self.target or str(self.program)
 
+    def to_json(self) -> dict:
+        """The recipe as plain data (the generated script's JSON file; never code)."""
+        return {"target": self.target, "program": self.program, "weights": self.weights,
+                "inputs": [{"shape": list(spec.shape), "dtype": str(spec.dtype).replace("torch.", ""),
+                            "high": spec.high} for spec in self.inputs],
+                "loss": {"kind": self.loss.kind, "classes": self.loss.classes}}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Invented:
+        """The recipe ``to_json`` wrote, every field checked (a ScriptError names the first bad one)."""
+        def bad(what: str) -> ScriptError:
+            return ScriptError(f"the generated script's recipe is damaged ({what}): open the model again to "
+                               "have it written anew")
+        if not isinstance(data, dict):
+            raise bad("not an object")
+        target, program, weights = data.get("target"), data.get("program"), data.get("weights")
+        if target is not None and not (isinstance(target, str) and is_callable_spec(target)):
+            raise bad("target")
+        if (target is None) == (program is None) or not all(v is None or isinstance(v, str)
+                                                               for v in (program, weights)):
+            raise bad("program / weights")
+        inputs = []
+        for entry in data.get("inputs") or []:
+            shape, dtype, high = (entry.get(k) for k in ("shape", "dtype", "high")) if isinstance(entry, dict) \
+                else (None, None, None)
+            if not (isinstance(shape, list) and shape and all(type(d) is int and 0 < d < MAX_SIZE for d in shape)
+                    and dtype in DTYPES and (high is None or (type(high) is int and 0 < high < MAX_SIZE))):
+                raise bad("inputs")
+            inputs.append(InputSpec(tuple(shape), DTYPES[dtype], high))
+        loss = data.get("loss") or {}
+        kind, classes = loss.get("kind", "sum"), loss.get("classes")
+        if kind not in ("sum", "mean", "ce") or not (classes is None or (type(classes) is int and classes > 0)):
+            raise bad("loss")
+        return cls(target=target, program=program, inputs=inputs, loss=LossSpec(kind, classes), weights=weights)
+
     def build_model(self) -> nn.Module:
         if self.program is not None:
             from gradviz.core.script.checkpoints import load_program
 
             program = load_program(self.program)
             self.stored = stored_example_inputs(program)
-            model = program.module()
+            try:
+                model = program.module()
+            except Exception as exc:  # noqa: BLE001 - a program torch read but cannot make a module of
+                raise ScriptError(f"cannot make a module of the torch.export program: {type(exc).__name__}: "
+                                  f"{exc}", path=self.program) from None
             # module() makes train()/eval() raise: the program runs as it was exported (dropout and
             # batch norm in the mode of that moment) whatever the flag says. gradviz's trainer and checks
             # set the flag; let them (nn.Module's own train/eval, which change nothing in the graph).
@@ -185,6 +233,13 @@ class Invented:
         return tuple(self._make(spec, g) for spec in self.inputs), None
 
     def _make(self, spec: InputSpec, g: torch.Generator) -> torch.Tensor:
+        need = math.prod(spec.shape) * torch.empty((), dtype=spec.dtype).element_size()
+        available = available_bytes()
+        if available is not None and need > HEADROOM * available:
+            dims = "×".join(map(str, spec.shape))
+            raise ScriptError(f"the invented input {dims} ({str(spec.dtype).replace('torch.', '')}) needs "
+                              f"{byte_size(need)} and this machine has {byte_size(available)} available: "
+                              "give a smaller --input")
         if spec.dtype == torch.bool:
             return torch.rand(spec.shape, generator=g) < 0.5
         if spec.integer:

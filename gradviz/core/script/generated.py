@@ -3,8 +3,16 @@
 Every part of gradviz — the app, its reload and recent files, the CLI commands, the API — opens
 model scripts. Rather than a second path through all of them, ``model_source`` writes the
 script a user would have written (``$GRADVIZ_CACHE/models/``, default ``~/.cache/gradviz``),
-atomically, named after what it opens, with a docstring saying what gradviz invented. It is an
-ordinary script: copy it, put real data in ``batch``.
+atomically, named after what it opens. It is an ordinary script: copy it (with the JSON file
+beside it), put real data in ``batch``.
+
+Nothing the user typed is ever code in it: the script's text is fixed (one of two templates, the
+same for every model), and what it opens — paths, the callable's name, the inputs, the loss, the
+note — is data in the JSON file of the same name beside it, read with ``json`` at import. A file
+name with quotes, triple quotes, a newline or ``\\N`` is just a string there. The pair is named
+after the SHA-256 of its content, and a pair found in the cache is used only when its bytes are
+exactly the ones gradviz would write (otherwise it is written again): an edited cached script
+never runs.
 
 ``model_source(text, inputs, loss, weights)`` returns ``(path, note)``: the script to open, and
 what was invented (None when nothing was). A plain ``.py`` without ``--weights`` is returned as it
@@ -13,31 +21,36 @@ is. A weights file (``.pt``, ``.safetensors`` ...) raises a ScriptError that say
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from pathlib import Path
 
-from gradviz.core.runtime.atomic import atomic_write
+from gradviz.core.runtime.atomic import AtomicFiles
+from gradviz.core.runtime.cache import CacheError, cache_folder, cache_root
+from gradviz.core.runtime.errors import ScriptError
 from gradviz.core.script.checkpoints import PROGRAM_SUFFIXES, refusal
 from gradviz.core.script.factory import Invented, is_callable_spec, needs_inputs, parse_input, parse_loss
-from gradviz.core.runtime.errors import ScriptError
 
-__all__ = ["model_source", "cache_dir"]
+__all__ = ["model_source", "cache_dir", "RECIPE_TEMPLATE", "WEIGHTS_TEMPLATE"]
 
-TEMPLATE = '''"""Model script written by gradviz for {source!r}.
+RECIPE_TEMPLATE = '''"""Model script written by gradviz for a model without a script of its own.
 
-{note}
-
-It is an ordinary gradviz model script: copy it and edit it (real data in batch, your loss).
+What it opens (a PACKAGE.MODULE:CALLABLE or a torch.export program), the inputs and the loss gradviz
+invented are data in the JSON file beside this one (same name, .json). It is an ordinary gradviz model
+script: copy both files and edit them (real data in batch, your loss).
 """
+import json
 import sys
+from pathlib import Path
 
-from gradviz.core.script.factory import Invented, InputSpec, LossSpec  # noqa: F401 - used in the recipe below
+from gradviz.core.script.factory import Invented
 
+_data = json.loads(Path(__file__).with_suffix(".json").read_text(encoding="utf-8"))
 # where the command was given: importable as with `python -c`
-sys.path[:0] = [p for p in {search!r} if p not in sys.path]
+sys.path[:0] = [p for p in _data["search"] if p not in sys.path]
 
-recipe = {recipe}
+recipe = Invented.from_json(_data["recipe"])
 GRADVIZ_SOURCE = recipe.source     # what the user named: the window and the graph call the model this
 
 
@@ -61,47 +74,66 @@ def compute_loss(model, inputs, targets):
     return recipe.compute_loss(model, inputs, targets)
 '''
 
-WRAPPER = '''"""Model script written by gradviz: {script!r} with the weights of {weights!r}.
+WEIGHTS_TEMPLATE = '''"""Model script written by gradviz: a script of yours with the weights of a checkpoint.
 
+Which script and which weights file are data in the JSON file beside this one (same name, .json).
 Everything comes from that script; only `model` differs: it loads the weights after building.
 """
+import json
+from pathlib import Path
+
 from gradviz.core.script.checkpoints import load_weights
 from gradviz.core.script.load import load_script
 
-_script = load_script({script!r})
-globals().update({{name: getattr(_script.module, name) for name in ("batch", "loss_fn", "optimizer",
-                                                                   "compute_loss", "metrics")
-                   if hasattr(_script.module, name)}})
-GRADVIZ_SOURCE = {script_name!r}
-GRADVIZ_NOTE = "nothing (the script's own batch and loss_fn); weights loaded from {weights}"
+_data = json.loads(Path(__file__).with_suffix(".json").read_text(encoding="utf-8"))
+_script = load_script(_data["script"])
+globals().update({name: getattr(_script.module, name) for name in ("batch", "loss_fn", "optimizer",
+                                                                  "compute_loss", "metrics")
+                  if hasattr(_script.module, name)})
+GRADVIZ_SOURCE = _data["script_name"]
+GRADVIZ_NOTE = "nothing (the script's own batch and loss_fn); weights loaded from " + _data["weights"]
 
 
 def model():
     built = _script.new_model()
-    load_weights(built, {weights!r})
+    load_weights(built, _data["weights"])
     return built
 '''
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("GRADVIZ_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "gradviz")
-    return Path(base) / "models"
+    return cache_root() / "models"
 
 
-def _write(stem: str, text: str) -> Path:
-    digest = hashlib.sha1(text.encode()).hexdigest()[:10]
-    path = cache_dir() / f"{re.sub(r'[^A-Za-z0-9_]+', '_', stem).strip('_')[:60]}_{digest}.py"
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-    return path
+def _write(stem: str, template: str, data: dict) -> Path:
+    """The script (``template``) and its JSON (``data``) in the cache, named after their content; a pair
+    already there is used only when its bytes are exactly these (else it is written again)."""
+    text = json.dumps(data, indent=1, sort_keys=True, ensure_ascii=True) + "\n"
+    digest = hashlib.sha256((template + "\0" + text).encode()).hexdigest()[:16]
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", stem).strip("_")[:60] or "model"
+    try:
+        folder = cache_folder("models")
+    except CacheError as exc:
+        raise ScriptError(f"cannot write the model script gradviz makes for this model: {exc}") from None
+    script, recipe = folder / f"{name}_{digest}.py", folder / f"{name}_{digest}.json"
+    if _holds(script, template) and _holds(recipe, text):
+        return script
+    try:
+        with AtomicFiles() as files:
+            Path(files.temp_for(recipe)).write_text(text, encoding="utf-8")
+            Path(files.temp_for(script)).write_text(template, encoding="utf-8")
+    except OSError as exc:
+        raise ScriptError(f"cannot write the model script gradviz makes for this model in {folder}: "
+                          f"{exc.strerror or exc}; set GRADVIZ_CACHE to a folder you can write") from None
+    return script
 
 
-def _recipe_code(made: Invented) -> str:
-    inputs = ", ".join(f"InputSpec({spec.shape!r}, torch.{str(spec.dtype).replace('torch.', '')}, {spec.high!r})"
-                       for spec in made.inputs)
-    return (f"Invented(target={made.target!r}, program={made.program!r}, inputs=[{inputs}], "
-            f"loss=LossSpec({made.loss.kind!r}, {made.loss.classes!r}), weights={made.weights!r})")
+def _holds(path: Path, text: str) -> bool:
+    """``path`` is a regular file whose bytes are ``text``'s (not a link someone put there, not edited)."""
+    try:
+        return not path.is_symlink() and path.is_file() and path.read_bytes() == text.encode("utf-8")
+    except OSError:
+        return False
 
 
 def model_source(text: str, inputs: list[str] | None = None, loss: str | None = None,
@@ -118,9 +150,8 @@ def model_source(text: str, inputs: list[str] | None = None, loss: str | None = 
             raise ScriptError(why)
         if not weights:
             return text, None
-        script = str(path.resolve())
-        wrapper = WRAPPER.format(script=script, weights=weights, script_name=path.name)
-        return str(_write(f"{path.stem}_weights", wrapper)), f"{path.name} with the weights of {weights}"
+        data = {"script": str(path.resolve()), "weights": weights, "script_name": path.name}
+        return str(_write(f"{path.stem}_weights", WEIGHTS_TEMPLATE, data)), f"{path.name} with the weights of {weights}"
     try:
         specs = [parse_input(i) for i in inputs or []]
         loss_spec = parse_loss(loss)
@@ -136,7 +167,6 @@ def model_source(text: str, inputs: list[str] | None = None, loss: str | None = 
         made = Invented(target=text, inputs=specs, loss=loss_spec, weights=weights)
     else:
         raise ScriptError(f"{text}: no such file, and not PACKAGE.MODULE:CALLABLE (e.g. mypkg.models:build)")
-    body = TEMPLATE.format(source=made.source, note=made.note, search=[os.getcwd()], recipe=_recipe_code(made))
-    body = body.replace("import sys\n", "import sys\n\nimport torch\n", 1)
     stem = made.target.replace(":", "_") if made.target else Path(made.program).stem
-    return str(_write(stem, body)), made.note
+    data = {"recipe": made.to_json(), "search": [os.getcwd()]}
+    return str(_write(stem, RECIPE_TEMPLATE, data)), made.note

@@ -27,6 +27,9 @@ from gradviz.core.runtime.errors import GradvizError, ScriptError  # noqa: F401 
 from gradviz.core.runtime.gc_pause import started as gc_started
 from gradviz.core.runtime.interrupts import Stopped, describe_exception, script_starting
 from gradviz.core.runtime.locations import is_user_file, user_frame_of  # noqa: F401 - re-exported (capture, diagnosis)
+from gradviz.core.runtime.ownership import leave_if_forked
+from gradviz.core.runtime.paths import PathError, check_length, require_regular_file
+from gradviz.core.runtime.script_stage import entering
 
 REQUIRED = ("model", "batch", "loss_fn")
 
@@ -50,13 +53,20 @@ def call_user(fn: Any, *args: Any, what: str, code: str, site: tuple[str, int] |
     """``fn(*args)``; anything it raises (``sys.exit()`` included) becomes a ScriptError at the user's line.
 
     Only gradviz's own stops (timeout, Ctrl-C: ``core/runtime/interrupts.py``) pass through unchanged.
+    In a copy of gradviz's process that the call forked (``os.fork()`` in the user's code), the copy ends
+    here (``core/runtime/ownership.py``): the work is done once.
     """
+    entering(what.removesuffix(" raised"), site)
     try:
-        return fn(*args)
+        result = fn(*args)
     except Stopped:
+        leave_if_forked()
         raise
     except (Exception, SystemExit, KeyboardInterrupt) as exc:
+        leave_if_forked(exc)
         raise error_from_exception(exc, what, code, site) from None
+    leave_if_forked()
+    return result
 
 
 def definition_site(obj: Any) -> tuple[str, int] | None:
@@ -238,9 +248,14 @@ def assignment_line(path: str | os.PathLike, name: str) -> int | None:
 
 def load_script(path: str | os.PathLike) -> ModelScript:
     """Run a model script as its own module and check it defines the contract's names."""
-    path = Path(path).expanduser().resolve()
-    if not path.is_file():
-        raise ScriptError(f"no such script: {path}", path=str(path))
+    try:
+        check_length(path, "the script")
+        path = Path(path).expanduser().resolve()
+        require_regular_file(path, "the script")
+    except PathError as exc:
+        raise ScriptError(exc.args[0]) from None
+    except OSError:
+        raise ScriptError(f"no such script: {path}", path=str(path)) from None
     folder = str(path.parent)
     if folder not in sys.path:
         sys.path.insert(0, folder)  # the script may import helpers that sit beside it
@@ -253,13 +268,16 @@ def load_script(path: str | os.PathLike) -> ModelScript:
     sys.modules[name] = module  # dataclasses and pickling look the module up by name
     script_starting()           # the CLI's --timeout starts counting here
     gc_started()                # the user's code never runs with the collector held (core/runtime/gc_pause.py)
+    entering("the script's import", (str(path), 1))
     try:
         spec.loader.exec_module(module)
     except BaseException as exc:  # SystemExit in a script is also a failed import
+        leave_if_forked(exc)
         sys.modules.pop(name, None)
         if isinstance(exc, Stopped):  # gradviz's own timeout / Ctrl-C: not the script's fault
             raise
         raise error_from_exception(exc, "the script failed to import", "script-error", (str(path), 1)) from None
+    leave_if_forked()
     missing = [n for n in REQUIRED if not hasattr(module, n)]
     if missing:
         raise ScriptError(
