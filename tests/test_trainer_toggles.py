@@ -331,7 +331,8 @@ def test_cli_train_flags(tmp_path):
     assert lines[-1]["label_smoothing"] == 0.1
     assert "clipped_params" in plain[0] and plain[0]["clipped_params"] == 0
     bad = _cli(sample, *base, "--agc", "-1")
-    assert bad.returncode == 2 and "adaptive clipping factor" in bad.stderr
+    assert bad.returncode == 2 and "--agc must be a positive number" in bad.stderr and "'-1'" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
     nll = tmp_path / "nll.py"
     nll.write_text(TOGGLES.format(loss=LOSSES["nll"], targets=INDEX))
     r = _cli(str(nll), "--steps", "2", "--label-smoothing", "0.1")

@@ -180,7 +180,9 @@ def _read_archive(z: zipfile.ZipFile, path: str, pickled: str, model: str, op_na
         sample = f"{root}data/sample_inputs/{model}.pt"
         example = None
         if sample in names and (pickled == "weights_only"):
-            example = example_inputs(_pickled(_read(z, sample), sample, pickled), sample)
+            data = _read(z, sample)
+            # torch.export.save writes an empty member for a program that stores no inputs
+            example = example_inputs(_pickled(data, sample, pickled), sample) if data else None
     else:
         raise FileRefused("a zip archive, but not a torch.export program (no models/*.json, no "
                           "serialized_exported_program.json)")
