@@ -32,19 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from tiny_script import TINY
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_LIMIT = 90.0
 
-TINY = '''\
-import torch
-from torch import nn
-model = lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-def batch(step):
-    g = torch.Generator().manual_seed(step)
-    return torch.randn(16, 4, generator=g), torch.randint(0, 2, (16,), generator=g)
-def loss_fn(out, y):
-    return nn.functional.cross_entropy(out, y)
-'''
 MODS = '''\
 import torch
 from torch import nn

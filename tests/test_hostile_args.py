@@ -17,18 +17,9 @@ from pathlib import Path
 import pytest
 
 from gradviz.cli.main import main
+from tiny_script import TINY
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = '''\
-import torch
-from torch import nn
-model = lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-def batch(step):
-    g = torch.Generator().manual_seed(step)
-    return torch.randn(16, 4, generator=g), torch.randint(0, 2, (16,), generator=g)
-def loss_fn(out, y):
-    return nn.functional.cross_entropy(out, y)
-'''
 MODS = "from torch import nn\ndef build():\n    return nn.Linear(8, 2)\n"
 LONG = "a" * 5000
 

@@ -16,18 +16,9 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_script import TINY
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = '''\
-import torch
-from torch import nn
-model = lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
-def batch(step):
-    g = torch.Generator().manual_seed(step)
-    return torch.randn(16, 4, generator=g), torch.randint(0, 2, (16,), generator=g)
-def loss_fn(out, y):
-    return nn.functional.cross_entropy(out, y)
-'''
 
 
 def _script(folder: Path, name: str, before: str = "", replace: tuple[str, str] | None = None) -> Path:
