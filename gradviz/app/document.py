@@ -76,6 +76,11 @@ class Document:
         self.loss_step: int | None = None             # ...and its step (None: not known)
         self.norms_source = "traced"                  # where the norms shown come from: traced | training | recorded
         self.norms_step: int | None = None            # ...and their step (None: not known)
+        # the statistics computed for nodes at the step of the norms (``app/step_values.py``): a node's
+        # traced attributes are step 0's and never shown as another step's
+        self.step_nodes: dict[str, dict] = {}
+        self.model_step: int | None = None            # the step the live model stands at (training), if any
+        self.recompute: Callable[[str], bool] | None = None   # asks for a node's numbers at model_step
         self.marked_edges: dict[str, list[tuple[str, str]]] = {}
         self.marked_nodes: dict[str, list[str]] = {}
         self.fixed_range: tuple[float, float] | None = None   # set by the user; None = follow the data
@@ -126,6 +131,7 @@ class Document:
         self.view = self.layout = None
         self.norms, self.live_loss, self.loss_step = {}, None, None
         self.norms_source, self.norms_step = "traced", None
+        self.step_nodes, self.model_step = {}, None
         self.marked_edges, self.marked_nodes = {}, {}
         self.selected = ""
         self._order = self._range = None
@@ -164,9 +170,43 @@ class Document:
 
     def set_norms(self, norms: dict[str, float | None], step: int | None = None, source: str = "live") -> None:
         """Live gradient norms (full-graph ids) from ``step`` of ``source`` ('training', 'recorded')."""
+        if step != self.norms_step or source != self.norms_source:
+            self.step_nodes = {}      # statistics of another step are not this one's
         self.norms.update(norms)
         self.norms_source, self.norms_step = source, step
         self._changed("norms", norms=dict(norms))
+
+    def set_step_values(self, values: dict, source: str = "training") -> None:
+        """Every number of one step at once (``core/train/step_probe.probe_step``): its norms
+        (all nodes), loss and the full statistics of the nodes it measured."""
+        from gradviz.core.stats.tensors import prefixed
+
+        step = values["step"]
+        self.step_nodes = {}
+        self.norms = dict(values.get("norms") or {})
+        self.norms_source, self.norms_step = source, step
+        for nid, entry in (values.get("nodes") or {}).items():
+            fresh = prefixed(entry.get("grad"), "grad")
+            if entry.get("value") is not None:
+                fresh.update(prefixed(entry["value"], "value"))
+            self.step_nodes[nid] = fresh
+        self.live_loss, self.loss_step = values.get("loss"), step
+        self._changed("norms", norms=dict(self.norms))
+        self._changed("loss")
+        self._changed("stats", nid=self.selected)
+
+    def set_model_step(self, step: int | None) -> None:
+        """The step the live model stands at (None: no live model)."""
+        if step != self.model_step:
+            self.model_step = step
+            self._changed("model-step")
+
+    @property
+    def step(self) -> int | None:
+        """The step of the numbers shown: the traced step until training or a run gives others."""
+        if self.norms_source == "traced":
+            return self.graph.graph.get("step") if self.graph is not None else None
+        return self.norms_step
 
     def set_loss(self, value: float, step: int | None = None) -> None:
         self.live_loss, self.loss_step = value, step
@@ -194,9 +234,11 @@ class Document:
         self.fixed_range = rng
         self._changed("range")
 
-    def update_node_stats(self, nid: str, grad: dict | None, value: dict | None = None) -> bool:
-        """New gradient (and value) statistics for a node, e.g. from a training step;
-        False when the node is unknown. The full graph and the shown view both follow."""
+    def update_node_stats(self, nid: str, grad: dict | None, value: dict | None = None,
+                          step: int | None = None) -> bool:
+        """New gradient (and value) statistics for a node at ``step`` (e.g. a sampled training
+        step); False when the node is unknown. They are the step's (``step_nodes``): the traced
+        graph keeps its own."""
         from gradviz.core.stats.tensors import prefixed
 
         if self.graph is None or nid not in self.graph:
@@ -204,9 +246,10 @@ class Document:
         fresh = prefixed(grad, "grad")
         if value is not None:
             fresh.update(prefixed(value, "value"))
-        self.graph.nodes[nid].update(fresh)
-        if self.view is not None and nid in self.view:
-            self.view.nodes[nid].update(fresh)
+        if step is not None and (step != self.norms_step or self.norms_source == "traced"):
+            self.step_nodes = {}
+            self.norms_step, self.norms_source = step, "training"
+        self.step_nodes[nid] = fresh          # the traced graph keeps step 0's numbers
         self.norms[nid] = fresh["grad_norm"]
         self._changed("stats", nid=nid)
         return True
@@ -216,6 +259,8 @@ class Document:
         step's values, so the norms and colours do not change; the inspector follows."""
         if self.graph is None or nid not in self.graph:
             return False
+        if self.norms_source != "traced":
+            return False              # the replay is of the traced step: never another step's numbers
         self.graph.nodes[nid].update(attrs)
         if self.view is not None and nid in self.view:
             self.view.nodes[nid].update(attrs)

@@ -19,6 +19,7 @@ from gradviz.app.actions import WindowActions
 from gradviz.app.details_fetcher import DetailsFetcher
 from gradviz.app.document import Document
 from gradviz.app.graph_view import GraphView
+from gradviz.app.inspector_sync import show_selection
 from gradviz.app.inspector_panel import InspectorPanel
 from gradviz.app.outline_panel import OutlinePanel
 from gradviz.app.selection import highlight_for, neighbour
@@ -78,7 +79,7 @@ class Interaction:
             doc.selected = ""
             scene.clear_highlight()
             scene.clearSelection()
-            host.inspector.show_summary(doc.graph, doc.norms or None, doc.live_loss)
+            show_selection(host.inspector, doc)
             host.nodeSelected.emit("")
             return
         nid = visible[0]
@@ -95,8 +96,7 @@ class Interaction:
             if item is not None:
                 item.setSelected(True)
         scene.blockSignals(False)
-        host.inspector.show_node(nid, doc.node(nid), doc.graph)
-        self.details.request(doc, nid)
+        show_selection(host.inspector, doc, self.details.request)
         if doc.view.nodes[nid].get("kind") == "group":
             host.outline.select_module(doc.view.nodes[nid].get("module", ""))
         if center:

@@ -43,6 +43,7 @@ class TrainingPanel(QWidget):
         self.plots_slot = PlotsSlot(self.history, plots_body, plots)     # the plots, made on first use
         self.worker: TrainingWorker | None = None
         self._selected: str | None = None     # the graph's selected node: its stats follow training
+        self._probed_for: tuple | None = None  # (step, detail node) of the last probe
         self._old_workers: list[TrainingWorker] = []
         self.state = "stopped"
         self.last_metrics: dict = {}
@@ -223,7 +224,7 @@ class TrainingPanel(QWidget):
     def is_running(self) -> bool:
         return self.worker is not None and self.worker.isRunning()
 
-    def start(self) -> None:
+    def start(self, pause_at: int | None = None) -> None:
         if self.is_running():
             self.worker.resume()
             return
@@ -245,13 +246,22 @@ class TrainingPanel(QWidget):
         w.stateChanged.connect(self._set_state)
         w.failed.connect(self._on_failed)
         w.wasReset.connect(self._on_reset)
+        w.probed.connect(lambda values, w=w: self._on_probed(w, values))
         self.worker = w
+        w.pause_at = pause_at
         w.start_training()
         self._set_state("running")
 
     def pause(self) -> None:
         if self.is_running():
             self.worker.pause()
+
+    def train_steps(self, n: int) -> None:
+        """Train ``n`` more steps, then pause (``--train-steps``, tests)."""
+        if self.is_running():
+            self.worker.train_steps(n)
+        else:
+            self.start(pause_at=n)
 
     def resume(self) -> None:
         if self.is_running():
@@ -311,28 +321,66 @@ class TrainingPanel(QWidget):
         self.plots.refresh(force=True)
 
     def _on_rows(self, cols: dict) -> None:
+        if self.sender() is not None and self.sender() is not self.worker:
+            return                  # a retired worker's last rows (another document's training)
         self.history.extend(cols)
         steps = cols["step"]
         if len(steps):
-            self.step_label.setText(f"step {int(steps[-1]) + 1}")
+            # step s measured the model after s updates (core/train/step_probe.py): its loss is step s's
+            s = int(steps[-1])
+            self.doc.set_model_step(s + 1)
             loss = float(cols["loss"][-1])
-            self.loss_label.setText(f"loss {loss:.4g}" if math.isfinite(loss) else f"loss {loss}")
-            self.doc.set_loss(loss, int(steps[-1]) + 1)
+            self._show_live(s + 1, loss, s)
+            self.doc.set_loss(loss, s)
             st = cols.get("step_time")
             if st is not None and len(st):
                 mean = float(st.mean())
                 if mean > 0:
                     self.rate_label.setText(f"{1.0 / mean:.0f} steps/s")
 
+    def _recompute(self, worker: TrainingWorker, nid: str) -> bool:
+        """Measure the paused model again with ``nid`` in detail (its statistics at this step)."""
+        if worker is not self.worker or not worker.isRunning() or self._probed_for == (self.doc.model_step, nid):
+            return False          # (measured at this step already: the node did not run)
+        self._selected = nid or None
+        worker.set_detail_node(self._selected)
+        worker.request_probe()
+        return True
+
+    def _show_live(self, done: int, loss: float | None, loss_step: int | None) -> None:
+        """The live labels: how many steps are done, and the loss with the step it is of."""
+        self.step_label.setText(f"{done:,} steps done")
+        if loss is None:
+            self.loss_label.setText("loss —")
+        else:
+            text = f"{loss:.4g}" if math.isfinite(loss) else str(loss)
+            self.loss_label.setText(f"loss {text} (step {loss_step:,})")
+
+    def _on_probed(self, worker, values: dict) -> None:
+        """Every number of the model as it stands (paused or stopped): the document's step."""
+        if worker is not self.worker:
+            return
+        self._probed_for = (values["step"], values.get("detail"))
+        self.doc.set_model_step(values["step"])
+        self.doc.set_step_values(values, "training")
+        self._show_live(values["step"], values.get("loss"), values["step"])
+        self.plots_slot.recolor(self.host.node_color)
+
     def _on_norms(self, norms: dict, step: int) -> None:
-        self.doc.set_norms(norms, step + 1, "training")   # counted like the loss: steps done
+        if self.sender() is not None and self.sender() is not self.worker:
+            return
+        self.doc.set_norms(norms, step, "training")   # step s: the model after s updates
         self.plots_slot.recolor(self.host.node_color)
 
     def _on_detail(self, detail: dict) -> None:
         """Fresh statistics of the selected node: the inspector follows training."""
-        self.doc.update_node_stats(detail["id"], detail.get("grad"), detail.get("value"))
+        if self.sender() is not None and self.sender() is not self.worker:
+            return
+        self.doc.update_node_stats(detail["id"], detail.get("grad"), detail.get("value"), detail.get("step"))
 
     def _on_metrics(self, metrics: dict) -> None:
+        if self.sender() is not None and self.sender() is not self.worker:
+            return
         self.last_metrics = dict(metrics)
         if "accuracy" in metrics:
             self.acc_label.setText(f"accuracy {100 * metrics['accuracy']:.1f} %")
@@ -345,7 +393,11 @@ class TrainingPanel(QWidget):
             self.host.show_error(exc, details)
 
     def _set_state(self, state: str) -> None:
+        if self.sender() is not None and self.sender() is not self.worker:
+            return
         self.state = state
+        worker = self.worker if state == "paused" else None
+        self.doc.recompute = (lambda nid, w=worker: self._recompute(w, nid)) if worker is not None else None
         running, paused = state == "running", state == "paused"
         self.btn_start.setEnabled(not running and not paused)
         self.btn_pause.setEnabled(running)

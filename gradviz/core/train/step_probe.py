@@ -57,4 +57,4 @@ def probe_step(trainer: "Trainer", detail: str | None = None) -> dict:
         trainer.detail_node = saved_detail
         for (_, p), g in zip(params, kept):
             p.grad = g
-    return {"step": s, "loss": loss, "norms": norms, "nodes": nodes}
+    return {"step": s, "loss": loss, "norms": norms, "nodes": nodes, "detail": detail}
