@@ -63,6 +63,14 @@ def app_parser() -> argparse.ArgumentParser:
                         help="open the window, wait for the graph, save a grab of it and exit "
                              "(works without a display: Qt then draws offscreen)")
     parser.add_argument("--size", type=window_size, default="1400x900", help="window size for --screenshot (WxH)")
+    parser.add_argument("--train-steps", type=int, default=0, metavar="N",
+                        help="with --screenshot: train N steps in the window's trainer first (then paused)")
+    parser.add_argument("--select", metavar="NODE", help="with --screenshot: select a node (a parameter name, "
+                        "a node id, a module path or a fold's label)")
+    parser.add_argument("--unfold", action="store_true",
+                        help="with --screenshot: unfold the selected fold box (or every one)")
+    parser.add_argument("--report", metavar="OUT.json",
+                        help="with --screenshot: write what every panel shows, with its step, as JSON")
     add_meta_argument(parser)
     parser.add_argument("--version", action="version", version=version_text())
     add_common_options(parser, runs_user_code=False, opens_models=True)
@@ -153,7 +161,16 @@ def _dispatch(argv: list[str] | None) -> int:
     except GradvizError as exc:
         say(f"gradviz: {exc}")
         return 2
+    staged = args.train_steps or args.select or args.unfold or args.report
+    if staged and not args.screenshot:
+        say("gradviz: --train-steps, --select, --unfold and --report go with --screenshot")
+        return 2
+    if args.train_steps < 0:
+        say(f"gradviz: --train-steps must be 0 or more, not {args.train_steps}")
+        return 2
     from gradviz.app.launch import run_app  # Qt loads here, and only here
+    from gradviz.app.screenshot_script import ScreenshotPlan
 
+    plan = ScreenshotPlan(train_steps=args.train_steps, select=args.select, unfold=args.unfold, report=args.report)
     return run_app(script=args.script, screenshot=args.screenshot, size=args.size, meta=args.meta,
-                   note=getattr(args, "model_note", None))
+                   note=getattr(args, "model_note", None), plan=plan)
