@@ -71,6 +71,8 @@ def node_now(doc, nid: str) -> NodeNow:
     if source == "traced":
         attrs = dict(base)
         state = "current" if attrs.get("grad_norm") is not None or attrs.get("grad_numel") is not None else "none"
+        if attrs.get("kind") != "group" and attrs.get("grad_norm") is not None and attrs.get("grad_mean") is None:
+            state = "norm"            # a fast trace's node: its details are replayed on demand
         return NodeNow(attrs, step, state, source)
     attrs = _without_numbers(base)
     if base.get("kind") == "group":
