@@ -182,7 +182,9 @@ class InspectorPanel(QScrollArea):
         else:
             idf.add("shape", f"{shape(attrs.get('shape'))}  {attrs.get('dtype', '')}  {attrs.get('device', '')}")
         if kind == "loss" and attrs.get("value") is not None:
-            idf.add("value", num(attrs.get("value")))
+            value_step = attrs.get("value_step", step)
+            idf.add("value", num(attrs.get("value")) + (f"  ({step_text(value_step, source)})"
+                                                       if value_step is not None else ""), key="loss value")
         if attrs.get("shard"):               # a sharded (FSDP2 / DTensor) parameter: global shape above
             idf.add("shard", fmt_layout(attrs["shard"]).split(" ", 1)[1])
         if attrs.get("comm"):                # a communication step FSDP2 / DTensor put into the graph

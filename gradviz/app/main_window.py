@@ -142,6 +142,7 @@ class MainWindow(QMainWindow):
         acts, s = self.acts, self.session
         s.documentChanged.connect(self.documentChanged)
         s.documentEdited.connect(self.documentEdited)
+        s.documentEdited.connect(self._remember_opened)
         s.busyChanged.connect(self.busyChanged)
         self.search.hitChosen.connect(self.reveal)
         self.search.closed.connect(self.view.setFocus)
@@ -253,9 +254,13 @@ class MainWindow(QMainWindow):
     def _open_script_file(self, path: Path) -> None:
         self.reload_bar.hide()
         self.watcher.watch(path)
-        if path.is_file():
-            self.recent.add(path)
         self.session.open_script(path, self.view.fit_size())
+
+    def _remember_opened(self, doc, what: str, info: dict) -> None:
+        """Recent files: a script once it opened (its first view), never one that failed."""
+        if what == "view" and info.get("fit") and doc.status == "ready" and doc.kind == "script" \
+                and doc.path is not None and doc.path.is_file():
+            self.recent.add(doc.path)
 
     def reload(self) -> None:
         if self.document.path is not None:

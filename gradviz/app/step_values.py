@@ -75,6 +75,8 @@ def node_now(doc, nid: str) -> NodeNow:
             state = "norm"            # a fast trace's node: its details are replayed on demand
         return NodeNow(attrs, step, state, source)
     attrs = _without_numbers(base)
+    if base.get("kind") == "loss":        # the loss node's value is the loss of the step shown
+        attrs["value"], attrs["value_step"] = doc.live_loss, doc.loss_step
     if base.get("kind") == "group":
         return _group_now(doc, nid, attrs, step, source)
     fresh = doc.step_nodes.get(nid)

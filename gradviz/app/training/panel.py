@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGridLayout,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QToolButton, QVBoxLayout,
-                               QWidget)
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSizePolicy, QSpinBox, QToolButton,
+                               QVBoxLayout, QWidget)
 
 from gradviz.app.contract import TrainingHost
 from gradviz.app.explain import explain_nonfinite
@@ -136,6 +136,9 @@ class TrainingPanel(QWidget):
         self.rate_label = QLabel("")
         live = QHBoxLayout()
         for lab in (self.step_label, self.loss_label, self.acc_label, self.rate_label):
+            # the texts change every step: wrapped, they never widen the dock (and move the graph)
+            lab.setWordWrap(True)
+            lab.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
             live.addWidget(lab)
         live.addStretch(1)
 

@@ -275,6 +275,10 @@ class TrainingPlots(QWidget):
     def _draw_plot(self, i: int, x: np.ndarray) -> None:
         h = self.history
         plot = self.plots[i]
+        if len(x):
+            plot.enableAutoRange(axis="x")
+        else:     # no step yet: the axis starts at step 0 (pyqtgraph's empty view spans -1000 ... 1000)
+            plot.setXRange(0, 1, padding=0)
         if plot is self.loss_plot:
             loss = h.column("loss")
             if self.log_loss.isChecked():
