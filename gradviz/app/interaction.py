@@ -47,6 +47,7 @@ class Interaction:
         self.host = host
         self.session = session
         self.details = DetailsFetcher(session)
+        self.shown_ids: list[str] = []        # the view nodes selected (a finding selects several)
         self._menu_parent = menu_parent
         view, scene = host.view, host.scene
         view.customContextMenuRequested.connect(self.context_menu)
@@ -76,6 +77,7 @@ class Interaction:
         host, doc, scene = self.host, self.document, self.host.scene
         visible = doc.view_nodes(list(ids)) if doc.view is not None else []
         if not visible:
+            self.shown_ids = []
             doc.selected = ""
             scene.clear_highlight()
             scene.clearSelection()
@@ -83,10 +85,12 @@ class Interaction:
             host.nodeSelected.emit("")
             return
         nid = visible[0]
+        self.shown_ids = list(visible)
         if len(visible) == 1:
             nodes, edges = highlight_for(doc.view, nid)
-        else:
-            nodes, edges = set(visible), set()
+        else:         # several (a finding's nodes): they and the edges between them stand out
+            nodes = set(visible)
+            edges = {(u, v) for u, v in doc.view.edges() if u in nodes and v in nodes}
         doc.selected = nid
         scene.highlight(nodes, edges)
         scene.blockSignals(True)

@@ -161,6 +161,9 @@ class MainWindow(QMainWindow):
                           (acts.about, self.files.about)):
             act.triggered.connect(lambda _=False, slot=slot: slot())
         acts.minimap.toggled.connect(self.overlays.set_minimap_visible)
+        # the legend and the map step aside from (or fade over) what is selected
+        self.overlays.protected = lambda: [self.selection.nodes_rect([n]) for n in self.selection.shown_ids[:50]]
+        self.nodeSelected.connect(lambda _nid: self.overlays.place())
         acts.legend.toggled.connect(self.overlays.set_legend_visible)
 
     # ------------------------------------------------------------------ PanelHost
