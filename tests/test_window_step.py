@@ -51,3 +51,39 @@ def test_selecting_a_parameter_after_training_shows_it_at_the_current_step(qtbot
     assert float(insp.field("grad norm")) != pytest.approx(traced["grad_norm"], rel=1e-3)   # not step 0's
     assert window.document.live_loss == pytest.approx(loss, rel=1e-5) and window.document.loss_step == 30
     assert "30" in window.status.step.text()
+
+
+def test_fold_boxes_follow_training_and_unfolding_leaves_no_fold_in_the_inspector(qtbot, full, tmp_path):
+    """Items 2 and 6: a fold's Inspector and sparkline stayed at step 0 while the module tree moved
+    on; after unfolding, the Inspector still said "folded"."""
+    import gradviz
+    from test_window_model import BLOCKS
+
+    from gradviz.app import fold_actions
+    from gradviz.app.window_report import report
+
+    window = full
+    script = tmp_path / "blocks.py"
+    script.write_text(BLOCKS)
+    open_and_wait(qtbot, window, script)
+    with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
+        window.set_expanded({"", "blocks"})
+    fold = next(n for n, a in window.document.view.nodes(data=True) if a.get("fold"))
+    traced = list(window.document.view.nodes[fold]["repeat_norms"])
+    panel = train_and_pause(qtbot, window, 12)
+    oracle_graph = gradviz.trace(script, model=copy.deepcopy(panel.worker.trainer.model), step=12)
+    want = [oracle_graph.graph["modules"][f"blocks.{i}"]["grad_norm"] for i in range(4)]
+    window.select_nodes([fold])
+    shown = report(window)["folds"]["Block × 4"]
+    assert shown["step"] == 12 and shown["repeat_norms"] == pytest.approx(want, rel=1e-6)
+    assert shown["repeat_norms"] != pytest.approx(traced, rel=1e-3)
+    assert shown["first"] == pytest.approx(want[0], rel=2e-3) and shown["last"] == pytest.approx(want[-1], rel=2e-3)
+    insp = window.inspector
+    assert insp.gradient.values["step"] == "step 12"
+    assert float(insp.field("grad norm")) == pytest.approx(math.sqrt(sum(v * v for v in want)), rel=2e-3)
+    assert insp.field("first → last").startswith(f"{want[0]:.4g}")
+    with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
+        fold_actions.unfold(window.session, window.document, window.document.view.nodes[fold], "all")
+    qtbot.waitUntil(lambda: window.sync.settled(), timeout=WAIT_MS)
+    assert fold not in window.document.view
+    assert "folded" not in insp.subtitle.text() and insp.node_id != fold

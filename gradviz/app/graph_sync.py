@@ -136,6 +136,10 @@ class GraphSync:
     def _view(self, doc: Document, info: dict) -> None:
         self.host.outline.set_expanded(doc.expanded)
         self.show_view(doc, fit=info.get("fit", False))
+        if doc.selected and doc.selected not in doc.view:
+            # its box is gone (a fold unfolded, a group opened): the box holding it now, or nothing —
+            # never the Inspector of a box no longer drawn
+            doc.select([doc.selected], center=False)
 
     # -- on screen ---------------------------------------------------------------------
     def show_view(self, doc: Document, fit: bool) -> None:
