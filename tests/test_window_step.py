@@ -87,3 +87,46 @@ def test_fold_boxes_follow_training_and_unfolding_leaves_no_fold_in_the_inspecto
     qtbot.waitUntil(lambda: window.sync.settled(), timeout=WAIT_MS)
     assert fold not in window.document.view
     assert "folded" not in insp.subtitle.text() and insp.node_id != fold
+
+
+def _gradviz(args: list[str], cwd) -> "subprocess.CompletedProcess":
+    import os
+    import subprocess
+    import sys
+
+    from test_app_support import ROOT
+
+    code = f"import sys; from gradviz.cli.main import main; sys.exit(main({args!r}))"
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+
+
+def test_screenshot_mode_trains_selects_and_reports_what_every_panel_shows(tmp_path):
+    """``gradviz SCRIPT --screenshot out.png --train-steps N --select NODE --report out.json``: the
+    report's numbers are torch's at step N (a replayed Trainer and a fresh trace of its model)."""
+    import json
+
+    import gradviz
+    from gradviz.core.train.trainer import TrainConfig, Trainer
+
+    out, rep = tmp_path / "shot.png", tmp_path / "r.json"
+    proc = _gradviz([str(MLP), "--screenshot", str(out), "--train-steps", "20", "--select", "fc1.weight",
+                     "--report", str(rep), "--size", "1200x800"], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert out.stat().st_size > 0
+    r = json.loads(rep.read_text())
+    trainer = Trainer(str(MLP), TrainConfig())
+    trainer.run(20)
+    oracle_graph = gradviz.trace(MLP, model=copy.deepcopy(trainer.model), step=20)
+    want = oracle_graph.nodes["param:fc1.weight"]
+    assert r["step"] == 20 and r["inspector"]["node"] == "param:fc1.weight" and r["inspector"]["step"] == 20
+    assert r["inspector"]["grad_norm"] == pytest.approx(want["grad_norm"], rel=2e-3)
+    assert r["inspector"]["grad_std"] == pytest.approx(want["grad_std"], rel=2e-3)
+    assert r["inspector"]["value_norm"] == pytest.approx(want["value_norm"], rel=2e-3)
+    assert r["modules"]["fc2"]["grad_norm"] == pytest.approx(oracle_graph.graph["modules"]["fc2"]["grad_norm"], rel=2e-3)
+    assert r["training"]["loss"] == pytest.approx(oracle_graph.graph["loss"], rel=2e-3)
+    assert r["training"]["loss_step"] == 20 and "training step 20" in r["export_header"]
+    bad = _gradviz([str(MLP), "--screenshot", str(tmp_path / "x.png"), "--select", "nope"], tmp_path)
+    assert bad.returncode == 1 and "--select nope: no such node" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.png").exists()
+    assert _gradviz([str(MLP), "--report", "r.json"], tmp_path).returncode == 2       # only with --screenshot

@@ -288,7 +288,8 @@ class Document:
             return nid
         if nid.startswith("group:"):
             box = group_of(nid[len("group:"):], self.expanded)
-            return self._box_id(box) if box else None
+            gid = self._box_id(box) if box else None
+            return gid if gid in self.view else None      # (a module the graph does not have: none)
         if self.graph is None or nid not in self.graph:
             return None
         attrs = self.graph.nodes[nid]
