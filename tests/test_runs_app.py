@@ -248,7 +248,8 @@ def test_the_loss_node_shows_the_chosen_steps_loss(qtbot, tmp_path, real_window)
         panel.choose_step(step)
         i = win.scene.index["loss"]
         assert win.scene.text_lines(i)[1] == num(losses[step])
-        qtbot.waitUntil(lambda: win.inspector.identity.values.get("loss") == num(losses[step]), timeout=5000)
+        qtbot.waitUntil(lambda: win.inspector.identity.values.get("loss") == f"{num(losses[step])}  (step {step:,})",
+                        timeout=5000)
 
 
 def test_update_ratios_measured_every_few_steps_are_drawn_joined(win, tmp_path):
