@@ -132,3 +132,6 @@ def test_the_training_dock_keeps_its_width_as_the_labels_change(qtbot, full):
     panel.rate_label.setText("123,456,789 steps/s on a very long device name indeed")
     panel.loss_label.setText("loss 0.000123456789 (step 123,456,789)")
     assert panel.minimumSizeHint().width() <= before
+    qtbot.wait(50)
+    for label in (panel.step_label, panel.loss_label, panel.rate_label):
+        assert label.width() > 40 and label.height() >= label.fontMetrics().height()   # and still readable

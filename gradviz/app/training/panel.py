@@ -139,8 +139,7 @@ class TrainingPanel(WorkerSignals, QWidget):
             # the texts change every step: wrapped, they never widen the dock (and move the graph)
             lab.setWordWrap(True)
             lab.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
-            live.addWidget(lab)
-        live.addStretch(1)
+            live.addWidget(lab, 2 if lab is self.loss_label else 1)     # (they share the row: no stretch)
 
         self.settings_toggle = QToolButton()
         self.settings_toggle.setCheckable(True)
