@@ -126,7 +126,19 @@ def test_screenshot_mode_trains_selects_and_reports_what_every_panel_shows(tmp_p
     assert r["modules"]["fc2"]["grad_norm"] == pytest.approx(oracle_graph.graph["modules"]["fc2"]["grad_norm"], rel=2e-3)
     assert r["training"]["loss"] == pytest.approx(oracle_graph.graph["loss"], rel=2e-3)
     assert r["training"]["loss_step"] == 20 and "training step 20" in r["export_header"]
-    bad = _gradviz([str(MLP), "--screenshot", str(tmp_path / "x.png"), "--select", "nope"], tmp_path)
-    assert bad.returncode == 1 and "--select nope: no such node" in bad.stderr
-    assert len(bad.stderr.strip().splitlines()) == 1 and not (tmp_path / "x.png").exists()
     assert _gradviz([str(MLP), "--report", "r.json"], tmp_path).returncode == 2       # only with --screenshot
+
+
+def test_screenshot_mode_refuses_a_node_the_graph_does_not_have(qtbot, full):
+    """``--select nope``: one line naming it, no grab (the driver's stage ends the screenshot)."""
+    from gradviz.app.screenshot_script import ScreenshotDriver, ScreenshotPlan, resolve_node
+
+    open_and_wait(qtbot, full, MLP)
+    doc = full.document
+    assert resolve_node(doc, "fc1.weight") == "param:fc1.weight" and resolve_node(doc, "nope") is None
+    assert resolve_node(doc, "group:nope") is None and resolve_node(doc, "loss") == "loss"
+    ended = []
+    driver = ScreenshotDriver(full, ScreenshotPlan(select="nope"), ended.append)
+    driver.start()
+    qtbot.waitUntil(lambda: bool(ended), timeout=WAIT_MS)
+    assert ended == ["--select nope: no such node or module in the graph"]

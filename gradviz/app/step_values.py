@@ -62,8 +62,9 @@ def module_norms_now(doc) -> dict[str, float | None]:
     return module_norms(doc).compute(live)[0]
 
 
-def node_now(doc, nid: str) -> NodeNow:
-    """Node ``nid`` (a view or full-graph id) with the numbers of the document's current step."""
+def node_now(doc, nid: str, modules: dict | None = None) -> NodeNow:
+    """Node ``nid`` (a view or full-graph id) with the numbers of the document's current step
+    (``modules``: ``module_norms_now(doc)`` when the caller has it already)."""
     base = doc.node(nid)
     step, source = doc.step, doc.norms_source
     if not base:
@@ -78,7 +79,7 @@ def node_now(doc, nid: str) -> NodeNow:
     if base.get("kind") == "loss":        # the loss node's value is the loss of the step shown
         attrs["value"], attrs["value_step"] = doc.live_loss, doc.loss_step
     if base.get("kind") == "group":
-        return _group_now(doc, nid, attrs, step, source)
+        return _group_now(doc, attrs, step, source, modules)
     fresh = doc.step_nodes.get(nid)
     if fresh is not None:
         attrs.update(fresh)
@@ -91,8 +92,8 @@ def node_now(doc, nid: str) -> NodeNow:
     return NodeNow(attrs, step, "none", source)
 
 
-def _group_now(doc, nid: str, attrs: dict, step, source) -> NodeNow:
-    modules = module_norms_now(doc)
+def _group_now(doc, attrs: dict, step, source, modules: dict | None) -> NodeNow:
+    modules = module_norms_now(doc) if modules is None else modules
     if attrs.get("fold"):
         repeats = attrs.get("repeats") or []
         per = [modules.get(p) for p in repeats]
@@ -123,10 +124,11 @@ def refresh_folds(doc) -> list[str]:
     if doc.view is None:
         return []
     changed = []
-    for fid, a in doc.view.nodes(data=True):
-        if a.get("fold"):
-            now = node_now(doc, fid).attrs
-            if a.get("repeat_norms") != now.get("repeat_norms"):
-                a["repeat_norms"] = now.get("repeat_norms")
-                changed.append(fid)
+    folds = [(fid, a) for fid, a in doc.view.nodes(data=True) if a.get("fold")]
+    modules = module_norms_now(doc) if folds and doc.norms_source != "traced" else None   # once for all folds
+    for fid, a in folds:
+        now = node_now(doc, fid, modules).attrs
+        if a.get("repeat_norms") != now.get("repeat_norms"):
+            a["repeat_norms"] = now.get("repeat_norms")
+            changed.append(fid)
     return changed
