@@ -76,6 +76,28 @@ def optimizer(params):
 FAILING = "import torch\nmodel = lambda: torch.nn.Linear(2, 2)\ndef batch(step):\n    raise RuntimeError('no data')\n"
 
 
+def record_run(path: Path, steps: int = 6) -> dict[int, dict]:
+    """A run file of a small model (``watch``, node norms every 2 steps) and torch's own numbers
+    of each step, taken in the loop: {step: {"param:<name>": p.grad.norm(), "loss": value}}."""
+    import torch
+    from torch import nn
+
+    from gradviz.core.record import watch
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+    seen: dict[int, dict] = {}
+    with watch(model, path, every=2) as w:
+        for k in range(steps):
+            model.zero_grad()
+            loss = model(torch.randn(8, 4)).pow(2).mean()
+            loss.backward()
+            seen[k] = {f"param:{n}": float(p.grad.norm()) for n, p in model.named_parameters()}
+            seen[k]["loss"] = float(loss)
+            w.step(loss)
+    return seen
+
+
 class Oracle:
     """Torch's numbers of a script's model after S updates, from a replay of the same training."""
 
@@ -114,6 +136,8 @@ class Walk:
         self.oracle = Oracle()
         self.log: list[str] = []
         self.checks = 0
+        self.run_oracle: dict[int, dict] = {}
+        self.run_checks = 0
 
     # -- settling ------------------------------------------------------------------
     def settle(self) -> None:
@@ -137,16 +161,30 @@ class Walk:
     def open(self, name: str) -> None:
         self.w.open_script(self.scripts[name])
         self.qtbot.waitUntil(lambda: self.w.document.status in ("ready", "failed"), timeout=WAIT_MS)
+        if self.w.document.kind == "run":
+            self.qtbot.waitUntil(lambda: self.w.document.norms_source == "recorded", timeout=WAIT_MS)
+
+    def choose_step(self) -> None:
+        """A run file: another recorded step (the run panel's slider)."""
+        if self.w.document.kind == "run" and self.w.run_panel.node_steps:
+            self.w.run_panel.choose_step(self.rng.choice(self.w.run_panel.node_steps))
+            self.qtbot.waitUntil(lambda: self.w.document.norms_step == self.w.run_panel.current_step,
+                                 timeout=WAIT_MS)
 
     def train(self, k: int) -> None:
         panel = self.w.training_panel
-        if self.w.document.status == "ready":
+        if self.w.document.status == "ready" and self.w.document.kind == "script":
             target = (panel.worker.step_index if panel.is_running() else 0) + k
             panel.train_steps(k)
             self.qtbot.waitUntil(lambda: panel.worker.step_index == target and panel.state == "paused"
                                  and self.w.document.model_step == target, timeout=WAIT_MS)
 
     def step(self) -> None:
+        if self.w.document.kind != "script" or self.w.document.status != "ready":
+            self.w.training_panel.step()        # F10 on a run file or a failed script: refused, no crash
+            self.w.hide_errors()
+            assert not self.w.training_panel.is_running()
+            return
         if self.w.document.status == "ready":
             before = self.w.training_panel.worker.step_index if self.w.training_panel.is_running() else 0
             self.w.training_panel.step()
@@ -155,7 +193,7 @@ class Walk:
 
     def start_pause(self) -> None:
         panel = self.w.training_panel
-        if self.w.document.status != "ready":
+        if self.w.document.status != "ready" or self.w.document.kind != "script":
             return
         panel.start()
         self.qtbot.waitUntil(lambda: len(panel.history) >= 3, timeout=WAIT_MS)
@@ -209,6 +247,9 @@ class Walk:
         r = report(w)
         self.checks += 1
         panel = r["training"]
+        if doc.kind == "run":
+            self.check_run(r)
+            return
         if doc.status == "failed":
             assert r["modules"] == {} and r["folds"] == {} and r["inspector"]["node"] is None
             assert panel["history"] == 0 and panel["loss"] is None and "could not open" in r["title"]
@@ -269,10 +310,33 @@ class Walk:
         else:
             assert "traced step 0" in r["export_header"] or "step 0" in r["export_header"]
 
+    def check_run(self, r: dict) -> None:
+        """A run file: every view names the recorded step, its numbers are the loop's own at that
+        step, and nothing of a script's training shows."""
+        doc = self.w.document
+        step = r["step"]
+        self.run_checks += 1
+        assert doc.norms_source == "recorded" and step in self.run_oracle
+        want = self.run_oracle[step]
+        panel = r["training"]
+        assert panel["history"] == 0 and panel["loss"] is None, "a script's training shows over a run file"
+        insp = r["inspector"]
+        assert insp["step"] == step, f"the Inspector names step {insp['step']}, the run is at {step}"
+        if insp["node"] in want:
+            close(insp.get("grad_norm"), want[insp["node"]], f"{insp['node']} grad norm")
+        for path, shown in r["modules"].items():
+            assert shown["step"] == step
+            params = [v for k, v in want.items() if k.startswith("param:") and
+                      (path == "(model)" or k[len("param:"):].startswith(path + "."))]
+            if params:
+                close(shown["grad_norm"], math.sqrt(sum(v * v for v in params)), f"module {path} (recorded)")
+        assert f"step {step:,}" in r["status_bar"]
+
     def run(self, seconds: float) -> int:
         actions = [
             ("open A", lambda: self.open("A")), ("open B", lambda: self.open("B")),
-            ("open failing", lambda: self.open("failing")),
+            ("open failing", lambda: self.open("failing")), ("open run file", lambda: self.open("run")),
+            ("choose a recorded step", self.choose_step),
             ("train 1-12", lambda: self.train(self.rng.randint(1, 12))), ("step", self.step),
             ("start, pause", self.start_pause), ("stop", self.stop),
             ("select param", lambda: self.select("param")), ("select op", lambda: self.select("op")),
@@ -281,7 +345,7 @@ class Walk:
             ("fold", lambda: self.regroup("fold")), ("unfold", lambda: self.regroup("unfold")),
             ("expand all", lambda: self.regroup("expand")),
         ]
-        weights = [3, 3, 1, 5, 3, 2, 2, 4, 4, 3, 2, 1, 3, 2, 1]
+        weights = [3, 3, 1, 1, 1, 5, 3, 2, 2, 4, 4, 3, 2, 1, 3, 2, 1]
         end = time.monotonic() + seconds
         sequences = 0
         while time.monotonic() < end:
@@ -316,7 +380,9 @@ def test_every_number_on_screen_is_torchs_at_the_step_it_names(qtbot, full, tmp_
     scripts = {"A": MLP, "B": tmp_path / "blocks.py", "failing": tmp_path / "failing.py"}
     scripts["B"].write_text(BLOCKS)
     scripts["failing"].write_text(FAILING)
+    scripts["run"] = tmp_path / "small.gvrun"
     walk = Walk(qtbot, full, scripts, random.Random(SEED))
+    walk.run_oracle = record_run(scripts["run"])
     sequences = walk.run(SECONDS)
     assert walk.checks >= 10 and sequences >= 2
-    print(f"{sequences} sequences, {walk.checks} checks in {SECONDS:.0f} s")
+    print(f"{sequences} sequences, {walk.checks} checks ({walk.run_checks} of a run file) in {SECONDS:.0f} s")

@@ -276,6 +276,8 @@ class TrainingPanel(WorkerSignals, QWidget):
             self.worker.step_once()
             return
         self.start()
+        if self.worker is None:
+            return          # nothing to train (a run file, a failed script): start said why
         self.worker.pause()
         self.worker.step_once()
 
