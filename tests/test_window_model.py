@@ -93,7 +93,7 @@ def record_run(path: Path, steps: int = 6) -> dict[int, dict]:
             loss = model(torch.randn(8, 4)).pow(2).mean()
             loss.backward()
             seen[k] = {f"param:{n}": float(p.grad.norm()) for n, p in model.named_parameters()}
-            seen[k]["loss"] = float(loss)
+            seen[k]["loss"] = float(loss.detach())
             w.step(loss)
     return seen
 

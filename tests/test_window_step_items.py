@@ -85,7 +85,11 @@ def test_another_document_shows_nothing_of_the_last_ones_training(qtbot, full, t
     assert panel.acc_label.text() == "" and len(panel.history) == 0
     assert str(bad) not in win.recent.paths() and str(MLP) in win.recent.paths()
     plots = panel.plots
-    assert len(plots.loss_curve.getData()[0] or []) == 0
+    # the controls say training stopped (seen under Xvfb: Pause and Stop stayed enabled), no curve is left
+    assert panel.state == "stopped" and panel.btn_start.isEnabled() and not panel.btn_pause.isEnabled()
+    assert not panel.btn_stop.isEnabled() and not panel.actions["pause"].isEnabled()
+    for curve in (plots.loss_curve, plots.loss_smooth, plots.pre_curve, plots.pre_smooth, plots.post_curve):
+        assert len(curve.getData()[0] or []) == 0
     (lo, hi), _ = plots.param_plot.viewRange()
     assert lo >= -1 and hi <= 2                      # the x-axis starts at step 0, not -1000 ... 1000
     open_and_wait(qtbot, win, BUGS / "detach.py")     # an untrained script: no curves, no numbers of training

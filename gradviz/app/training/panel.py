@@ -315,7 +315,7 @@ class TrainingPanel(WorkerSignals, QWidget):
         self.worker = None
 
     def _set_state(self, state: str) -> None:
-        if self.sender() is not None and self.sender() is not self.worker:
+        if self._from_retired_worker():
             return
         self.state = state
         worker = self.worker if state == "paused" else None

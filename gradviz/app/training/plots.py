@@ -322,6 +322,8 @@ class TrainingPlots(QWidget):
     def _draw_smooth(self, curve, x: np.ndarray, y: np.ndarray) -> None:
         if self.smoothing_weight > 0 and len(y):
             curve.setData(x, ema(y, self.smoothing_weight), connect="finite")
+        else:
+            curve.setData([], [])      # no rows (another document): no smoothed curve of the last one
 
     def set_log_loss(self, on: bool) -> None:
         """The loss axis logarithmic (non-positive losses leave gaps) or linear."""

@@ -13,6 +13,12 @@ from gradviz.app.training.worker import TrainingWorker
 
 
 class WorkerSignals:
+    def _from_retired_worker(self) -> bool:
+        """This slot runs for a worker's signal, and not the current worker's. (Only a worker counts:
+        called directly from another slot — the document changed — ``sender()`` is that slot's.)"""
+        sender = self.sender()
+        return isinstance(sender, TrainingWorker) and sender is not self.worker
+
     # -- worker signals (slots of TrainingPanel) ---------------------------
     def _on_ready(self, info: dict) -> None:
         self.history.set_names(info["names"])
@@ -24,7 +30,7 @@ class WorkerSignals:
         self.plots.refresh(force=True)
 
     def _on_rows(self, cols: dict) -> None:
-        if self.sender() is not None and self.sender() is not self.worker:
+        if self._from_retired_worker():
             return                  # a retired worker's last rows (another document's training)
         self.history.extend(cols)
         steps = cols["step"]
@@ -70,19 +76,19 @@ class WorkerSignals:
         self.plots_slot.recolor(self.host.node_color)
 
     def _on_norms(self, norms: dict, step: int) -> None:
-        if self.sender() is not None and self.sender() is not self.worker:
+        if self._from_retired_worker():
             return
         self.doc.set_norms(norms, step, "training")   # step s: the model after s updates
         self.plots_slot.recolor(self.host.node_color)
 
     def _on_detail(self, detail: dict) -> None:
         """Fresh statistics of the selected node: the inspector follows training."""
-        if self.sender() is not None and self.sender() is not self.worker:
+        if self._from_retired_worker():
             return
         self.doc.update_node_stats(detail["id"], detail.get("grad"), detail.get("value"), detail.get("step"))
 
     def _on_metrics(self, metrics: dict) -> None:
-        if self.sender() is not None and self.sender() is not self.worker:
+        if self._from_retired_worker():
             return
         self.last_metrics = dict(metrics)
         if "accuracy" in metrics:
