@@ -218,6 +218,34 @@ class Walk:
         else:
             self.w.select_nodes([])
 
+    def health_check(self) -> None:
+        doc, panel = self.w.document, self.w.diagnosis_panels["diagnosis"]
+        if doc.kind != "script" or doc.status != "ready" or self.w.training_panel.state == "running":
+            return
+        with self.qtbot.waitSignal(panel.checkFinished, timeout=WAIT_MS):
+            panel.run_check()
+
+    def export(self) -> None:
+        """An SVG of the scene: its header names the step of its colours and loss, and they are
+        torch's at that step (the picture is checked here, when it is made)."""
+        import re
+
+        from gradviz.render.export.formats import export_scene
+
+        self.settle()
+        doc = self.w.document
+        if doc.view is None or doc.kind != "script" or doc.status != "ready":
+            return
+        path = self.tmp / f"export{self.checks}.svg"
+        export_scene(self.w.scene, path)
+        text = path.read_text(encoding="utf-8", errors="replace")
+        step = doc.step
+        found = re.search(r"(traced|training) step ([\d,]+)(?: · loss ([-\d.e+]+))?", text)
+        assert found, "the export does not say which step its numbers are"
+        assert int(found.group(2).replace(",", "")) == step, f"the export names {found.group(0)}, at step {step}"
+        if found.group(3) is not None:
+            close(float(found.group(3)), self.oracle.graph(str(doc.path), step).graph["loss"], "exported loss")
+
     def regroup(self, how: str) -> None:
         doc = self.w.document
         if doc.view is None:
@@ -344,8 +372,9 @@ class Walk:
             ("select none", lambda: self.w.select_nodes([])),
             ("fold", lambda: self.regroup("fold")), ("unfold", lambda: self.regroup("unfold")),
             ("expand all", lambda: self.regroup("expand")),
+            ("health check", self.health_check), ("export", self.export),
         ]
-        weights = [3, 3, 1, 1, 1, 5, 3, 2, 2, 4, 4, 3, 2, 1, 3, 2, 1]
+        weights = [3, 3, 1, 1, 1, 5, 3, 2, 2, 4, 4, 3, 2, 1, 3, 2, 1, 1, 2]
         end = time.monotonic() + seconds
         sequences = 0
         while time.monotonic() < end:
@@ -382,6 +411,7 @@ def test_every_number_on_screen_is_torchs_at_the_step_it_names(qtbot, full, tmp_
     scripts["failing"].write_text(FAILING)
     scripts["run"] = tmp_path / "small.gvrun"
     walk = Walk(qtbot, full, scripts, random.Random(SEED))
+    walk.tmp = tmp_path
     walk.run_oracle = record_run(scripts["run"])
     sequences = walk.run(SECONDS)
     assert walk.checks >= 10 and sequences >= 2

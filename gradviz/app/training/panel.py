@@ -234,6 +234,9 @@ class TrainingPanel(WorkerSignals, QWidget):
         if doc.kind != "script" or doc.path is None:
             self.host.show_error("Open a model script before training.")
             return
+        if doc.status == "failed":      # its error is on screen: training it would only say it again
+            self.host.show_message(f"{doc.name} could not be opened: fix it and reload (Ctrl+R) to train it", 8000)
+            return
         script = str(doc.path)
         self.doc = doc
         self._retire_worker()
