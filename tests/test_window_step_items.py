@@ -139,3 +139,20 @@ def test_the_training_dock_keeps_its_width_as_the_labels_change(qtbot, full):
     qtbot.wait(50)
     for label in (panel.step_label, panel.loss_label, panel.rate_label):
         assert label.width() > 40 and label.height() >= label.fontMetrics().height()   # and still readable
+
+
+def test_the_legend_fits_a_narrow_graph_view(qtbot, full):
+    """Seen under Xvfb at 1024x700: the legend's NaN / Inf / no-gradient swatches ran past the
+    graph view's right edge. In a narrow view they go under the colour bar."""
+    win = full
+    win.resize(1024, 700)
+    open_and_wait(qtbot, win, MLP)
+    qtbot.wait(50)
+    win.overlays.place()
+    vp = win.view.viewport().geometry()
+    assert vp.width() < 600
+    assert vp.contains(win.legend.geometry()), (win.legend.geometry(), vp)
+    win.resize(1400, 900)                 # wide again: one row
+    qtbot.wait(50)
+    win.overlays.place()
+    assert win.legend.height() < 70
