@@ -402,7 +402,13 @@ def oracle_group(graph, attrs) -> float | None:
     if attrs.get("fold"):
         known = [modules[p]["grad_norm"] for p in attrs["repeats"] if modules[p].get("grad_norm") is not None]
         return math.sqrt(math.fsum(v * v for v in known)) if known else None
-    return modules.get(attrs.get("module", ""), {}).get("grad_norm")
+    module = modules.get(attrs.get("module", ""), {})
+    if module.get("numel"):
+        return module.get("grad_norm")
+    # a box without parameters: the largest gradient through it (the rule every grouping uses)
+    through = [graph.nodes[m].get("grad_norm") for m in attrs.get("members", ()) if m in graph]
+    finite = [v for v in through if v is not None and math.isfinite(v)]
+    return max(finite) if finite else None
 
 
 def test_every_number_on_screen_is_torchs_at_the_step_it_names(qtbot, full, tmp_path):
