@@ -19,6 +19,7 @@ from typing import Hashable, Mapping
 import networkx as nx
 import numpy as np
 
+from gradviz.core.layout import clusters as cl
 from gradviz.core.layout.coords import assign_x
 from gradviz.core.layout.order import Orderer, module_groups, slot_ranks
 from gradviz.core.layout.types import Layout, LayoutOptions, box_sizes
@@ -231,6 +232,29 @@ def _initial_rank(lay: _Layered, n: int, topo: list[int], dst: Array) -> Array:
     return slot_ranks(lay.slot, order)
 
 
+def _with_placeholders(lay: _Layered, rank: Array, trunk: Array, clusters: cl.Clusters,
+                       comp_first_slot: Array):
+    """Append the clusters' placeholders (``clusters.placeholders``) as edgeless vertices, last in
+    their layers until ordering moves them into their cluster."""
+    p_slot, p_comp, p_chain = cl.placeholders(clusters, lay.slot, lay.comp)
+    if len(p_slot) == 0:
+        return lay, rank, trunk, clusters
+    width = np.bincount(lay.slot, minlength=int(lay.slot.max()) + 1)
+    extra = np.zeros(len(p_slot), dtype=np.int64)
+    o = np.argsort(p_slot, kind="stable")
+    first = np.r_[True, p_slot[o][1:] != p_slot[o][:-1]]
+    run = np.arange(len(o)) - np.maximum.accumulate(np.where(first, np.arange(len(o)), 0))
+    extra[o] = run
+    p_rank = width[p_slot] + extra
+    lay = _Layered(np.concatenate([lay.layer, p_slot - comp_first_slot[p_comp]]),
+                   np.concatenate([lay.comp, p_comp]), np.concatenate([lay.slot, p_slot]),
+                   lay.up, lay.low, lay.chain_start, lay.chain_len, lay.direct)
+    clusters = cl.Clusters(clusters.names, clusters.parent, clusters.height,
+                           np.concatenate([clusters.chain, p_chain]))
+    return (lay, np.concatenate([rank, p_rank]), np.concatenate([trunk, np.zeros(len(p_slot), dtype=trunk.dtype)]),
+            clusters)
+
+
 # ----------------------------------------------------------------------------- entry point
 
 
@@ -261,14 +285,23 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
     nv = len(lay.slot)
 
     rank = _initial_rank(lay, n, topo, d2)
-    vmod, modules = _vertex_modules(graph, nodes, s2, d2, lay, opts.group_by_module)
-    groups = module_groups(vmod, modules) if opts.group_by_module else []
-    rank = Orderer(lay.slot, lay.up, lay.low, groups).run(rank, opts.sweeps)
+    trunk = np.concatenate([lp, np.repeat(lp[s2], lay.chain_len) + 1])
+    clustered = None
+    if opts.group_by_module and opts.clusters:
+        clusters = cl.build(graph, nodes, s2, d2, lay.chain_len)
+        lay, rank, trunk, clusters = _with_placeholders(lay, rank, trunk, clusters, comp_first_slot)
+        nv = len(lay.slot)
+        orderer = Orderer(lay.slot, lay.up, lay.low, cl.order_groups(clusters.chain), clustered=True)
+        clustered = (clusters, opts)
+    else:
+        vmod, modules = _vertex_modules(graph, nodes, s2, d2, lay, opts.group_by_module)
+        groups = module_groups(vmod, modules) if opts.group_by_module else []
+        orderer = Orderer(lay.slot, lay.up, lay.low, groups)
+    rank = orderer.run(rank, opts.sweeps)
 
     width = np.concatenate([size[:, 0], np.zeros(nv - n)])
-    trunk = np.concatenate([lp, np.repeat(lp[s2], lay.chain_len) + 1])
     x = assign_x(lay.slot, rank, lay.up, lay.low, width, n, trunk, opts.node_gap,
-                 opts.x_passes)
+                 opts.x_passes, clustered)
     x = _place_components(x, width, lay.comp, opts.component_gap)
 
     n_layers = int(layer.max()) + 1
@@ -301,4 +334,4 @@ def _build_result(nodes: list, edge_list: list, back: Array, s2: Array, d2: Arra
         edges[edge_list[e]] = pts
     right = float(np.max(x + np.concatenate([size[:, 0], np.zeros(len(x) - n)]) / 2))
     return Layout(pos, sizes, edges, dict(zip(nodes, layer.tolist())), right, height,
-                  n_dummies=len(x) - n)
+                  n_dummies=int(lay.chain_len.sum()))
