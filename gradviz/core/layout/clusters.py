@@ -59,9 +59,8 @@ def node_cluster_path(attrs: dict) -> str:
     return module.rpartition(".")[0] if kind == "group" else module
 
 
-def build(graph: nx.DiGraph, nodes: list, src: Array, dst: Array, chain_len: Array) -> Clusters:
-    """Chains of the real nodes (in ``nodes`` order) followed by those of each long edge's dummies
-    (edges ``src -> dst`` with ``chain_len`` dummies each, in edge order)."""
+def build(graph: nx.DiGraph, nodes: list) -> Clusters:
+    """The clusters of ``graph`` and the chains of its nodes (in ``nodes`` order)."""
     ids: dict[str, int] = {}
     parent: list[int] = []
     path_chain: dict[str, list[int]] = {}
@@ -83,17 +82,64 @@ def build(graph: nx.DiGraph, nodes: list, src: Array, dst: Array, chain_len: Arr
     real = np.full((len(nodes), depth), -1, dtype=np.int64)
     for i, c in enumerate(per_node):
         real[i, :len(c)] = c
-    long_edges = np.flatnonzero(chain_len > 0)
-    a, b = real[src[long_edges]], real[dst[long_edges]]
-    shared = np.cumprod((a == b) & (a >= 0), axis=1).astype(bool)
-    dummy = np.repeat(np.where(shared, a, -1), chain_len[long_edges], axis=0)
     names = list(ids)
     par = np.asarray(parent, dtype=np.int64)
     height = np.zeros(len(names), dtype=np.int64)
     for c in sorted(range(len(names)), key=lambda k: -names[k].count(".")):
         if par[c] >= 0:
             height[par[c]] = max(height[par[c]], height[c] + 1)
-    return Clusters(names, par, height, np.concatenate([real, dummy]))
+    return Clusters(names, par, height, real)
+
+
+def with_dummies(clusters: Clusters, src: Array, dst: Array, chain_len: Array, layer: Array) -> Clusters:
+    """The chains of the nodes followed by those of each long edge's dummies (edges ``src -> dst``
+    with ``chain_len`` dummies each, in edge order, ``layer`` per node). A dummy is in the clusters
+    both ends share and, in the layers of the cluster its edge enters (or leaves), in that one too:
+    the edge crosses a frame's border at its top (or bottom), not at its side."""
+    real = clusters.chain
+    long_edges = np.flatnonzero(chain_len > 0)
+    k = chain_len[long_edges]
+    a = np.repeat(real[src[long_edges]], k, axis=0)
+    b = np.repeat(real[dst[long_edges]], k, axis=0)
+    start = np.repeat(layer[src[long_edges]], k)
+    l = (start + 1 + np.arange(len(start)) - np.repeat(np.cumsum(k) - k, k))[:, None]
+    if clusters.n == 0 or real.shape[1] == 0:
+        dummy = np.full((len(l), real.shape[1]), -1, dtype=np.int64)
+        return Clusters(clusters.names, clusters.parent, clusters.height, np.concatenate([real, dummy]))
+    v, d = np.nonzero(real >= 0)
+    c = real[v, d]
+    lo = np.full(clusters.n, np.iinfo(np.int64).max)
+    hi = np.full(clusters.n, -1)
+    np.minimum.at(lo, c, layer[v])
+    np.maximum.at(hi, c, layer[v])
+    b_on = np.cumprod((b >= 0) & (lo[np.maximum(b, 0)] <= l), axis=1).astype(bool)
+    a_on = np.cumprod((a >= 0) & (hi[np.maximum(a, 0)] >= l), axis=1).astype(bool)
+    shared = np.cumprod((a == b) & (a >= 0), axis=1).astype(bool)
+    depth = real.shape[1]
+    kk = np.minimum(shared.sum(axis=1), depth - 1)
+    rows = np.arange(len(l))
+    into_b = b_on[rows, kk] & ~shared[rows, kk]
+    out_of_a = a_on[rows, kk] & ~shared[rows, kk] & ~into_b
+    dummy = np.where(shared, a, -1)
+    dummy = np.where(into_b[:, None] & b_on, b, dummy)
+    dummy = np.where(out_of_a[:, None] & a_on, a, dummy)
+    return Clusters(clusters.names, clusters.parent, clusters.height, np.concatenate([real, dummy]))
+
+
+def edge_items(chain: Array, src: Array, dst: Array) -> tuple[Array, Array]:
+    """Per edge, the cluster on each side that the edge leaves / enters: the child of the clusters
+    both ends share that holds the end (-1: the end itself sits in the shared cluster)."""
+    if chain.shape[1] == 0:
+        none = np.full(len(src), -1, dtype=np.int64)
+        return none, none
+    a, b = chain[src], chain[dst]
+    depth = chain.shape[1]
+    common = np.cumprod((a == b) & (a >= 0), axis=1).sum(axis=1)
+    k = np.minimum(common, depth - 1)
+    rows = np.arange(len(src))
+    left = np.where(common < depth, a[rows, k], -1)
+    right = np.where(common < depth, b[rows, k], -1)
+    return left, right
 
 
 def placeholders(clusters: Clusters, slot: Array, comp: Array) -> tuple[Array, Array, Array]:

@@ -20,6 +20,7 @@ import networkx as nx
 import numpy as np
 
 from gradviz.core.layout import clusters as cl
+from gradviz.core.layout.cluster_layers import banded_layers
 from gradviz.core.layout.coords import assign_x
 from gradviz.core.layout.order import Orderer, module_groups, slot_ranks
 from gradviz.core.layout.types import Layout, LayoutOptions, box_sizes
@@ -278,7 +279,12 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
     back, topo = _acyclic(n, src, dst)
     s2 = np.where(back, dst, src)  # back edges reversed: the layered graph is a DAG
     d2 = np.where(back, src, dst)
-    lp, layer = _assign_layers(n, s2, d2, topo, opts.pull_down_sources)
+    use_clusters = opts.group_by_module and opts.clusters
+    if use_clusters:
+        clusters = cl.build(graph, nodes)
+        lp, layer = banded_layers(n, s2, d2, clusters, opts.pull_down_sources)
+    else:
+        lp, layer = _assign_layers(n, s2, d2, topo, opts.pull_down_sources)
     comp = _components(n, s2, d2)
     layer, comp_first_slot = _compact_layers(layer, comp)
     lay = _insert_dummies(n, s2, d2, layer, comp, comp_first_slot, opts.max_span)
@@ -287,8 +293,8 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
     rank = _initial_rank(lay, n, topo, d2)
     trunk = np.concatenate([lp, np.repeat(lp[s2], lay.chain_len) + 1])
     clustered = None
-    if opts.group_by_module and opts.clusters:
-        clusters = cl.build(graph, nodes, s2, d2, lay.chain_len)
+    if use_clusters:
+        clusters = cl.with_dummies(clusters, s2, d2, lay.chain_len, layer)
         lay, rank, trunk, clusters = _with_placeholders(lay, rank, trunk, clusters, comp_first_slot)
         nv = len(lay.slot)
         orderer = Orderer(lay.slot, lay.up, lay.low, cl.order_groups(clusters.chain), clustered=True)

@@ -1,0 +1,158 @@
+"""Layers in which every module is one band: a module starts below every module it reads from.
+
+Longest-path layering alone lets a module's first node (a parameter pulled down above its op) share
+a layer with the last node of the module before it; the two frames then have to sit side by side,
+and a stack of blocks turns into a staircase. Here the layering runs on an augmented DAG: each
+cluster C gets a top and a bottom vertex (top_C <= every node of C <= bottom_C), and an edge that
+leaves cluster X and enters its sibling Y becomes bottom_X + 1 <= top_Y. A module used twice along
+a path (one ReLU module applied after two layers) makes those constraints cyclic; inside each
+strongly connected part they fall back to the plain edges, so such a module spans its uses and its
+neighbours sit beside it.
+
+Then, as in ``layered``, nodes with at least as many out- as in-edges move down to just above their
+first successor, but never below the bottom of their own cluster when that successor is outside it.
+Python loops are O(nodes + edges + clusters).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gradviz.core.layout.clusters import Clusters, edge_items
+
+Array = np.ndarray
+
+
+def _graph(n: int, clusters: Clusters, src: Array, dst: Array, plain: Array):
+    """Edge lists (tail, head, weight) of the augmented DAG; ``plain`` marks graph edges that stay
+    node to node."""
+    nc = clusters.n
+    top = n + 2 * np.arange(nc)
+    bot = top + 1
+    left, right = edge_items(clusters.chain, src, dst)
+    left = np.where(plain, -1, left)
+    right = np.where(plain, -1, right)
+    tail = np.where(left >= 0, bot[np.maximum(left, 0)] if nc else 0, src)
+    head = np.where(right >= 0, top[np.maximum(right, 0)] if nc else 0, dst)
+    cluster_edge = (left >= 0) | (right >= 0)
+    inner = clusters.innermost
+    v = np.flatnonzero(inner >= 0)
+    child = np.flatnonzero(clusters.parent >= 0) if nc else np.zeros(0, dtype=np.int64)
+    p = clusters.parent[child] if nc else child
+    tails = np.concatenate([tail, top[inner[v]], v, top[p], bot[child]])
+    heads = np.concatenate([head, v, bot[inner[v]], top[child], bot[p]])
+    weights = np.concatenate([np.ones(len(src), dtype=np.int64), np.zeros(2 * len(v) + 2 * len(child), dtype=np.int64)])
+    return tails, heads, weights, cluster_edge
+
+
+def _longest(n_vars: int, tails: Array, heads: Array, weights: Array) -> list[int] | None:
+    """Longest-path level of every variable (Kahn); None when the graph has a cycle."""
+    succ: list[list[int]] = [[] for _ in range(n_vars)]
+    for e, t in enumerate(tails.tolist()):
+        succ[t].append(e)
+    hl, wl = heads.tolist(), weights.tolist()
+    indeg = np.bincount(heads, minlength=n_vars).tolist()
+    level = [0] * n_vars
+    queue = [v for v in range(n_vars) if indeg[v] == 0]
+    for v in queue:
+        lv = level[v]
+        for e in succ[v]:
+            w = hl[e]
+            if lv + wl[e] > level[w]:
+                level[w] = lv + wl[e]
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                queue.append(w)
+    return level if len(queue) == n_vars else None
+
+
+def _scc(n_vars: int, tails: Array, heads: Array) -> Array:
+    """Strongly connected component of every variable (iterative Tarjan)."""
+    succ: list[list[int]] = [[] for _ in range(n_vars)]
+    for t, h in zip(tails.tolist(), heads.tolist()):
+        succ[t].append(h)
+    index = [-1] * n_vars
+    low = [0] * n_vars
+    on = [False] * n_vars
+    comp = [-1] * n_vars
+    stack: list[int] = []
+    counter = 0
+    n_comp = 0
+    for s in range(n_vars):
+        if index[s] >= 0:
+            continue
+        work = [(s, 0)]
+        index[s] = low[s] = counter
+        counter += 1
+        stack.append(s)
+        on[s] = True
+        while work:
+            v, i = work[-1]
+            if i < len(succ[v]):
+                work[-1] = (v, i + 1)
+                w = succ[v][i]
+                if index[w] < 0:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on[w] = True
+                    work.append((w, 0))
+                elif on[w]:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    while True:
+                        w = stack.pop()
+                        on[w] = False
+                        comp[w] = n_comp
+                        if w == v:
+                            break
+                    n_comp += 1
+    return np.asarray(comp, dtype=np.int64)
+
+
+def banded_layers(n: int, src: Array, dst: Array, clusters: Clusters,
+                  pull_down: bool) -> tuple[Array, Array]:
+    """(longest-path layers, final layers) of the ``n`` nodes, edges ``src -> dst`` (a DAG)."""
+    n_vars = n + 2 * clusters.n
+    plain = np.zeros(len(src), dtype=bool)
+    tails, heads, weights, cluster_edge = _graph(n, clusters, src, dst, plain)
+    level = _longest(n_vars, tails, heads, weights)
+    if level is None:   # modules reached again further down: plain edges inside each cycle
+        comp = _scc(n_vars, tails, heads)
+        m = len(src)
+        plain = cluster_edge & (comp[tails[:m]] == comp[heads[:m]])
+        tails, heads, weights, _ = _graph(n, clusters, src, dst, plain)
+        level = _longest(n_vars, tails, heads, weights)
+        if level is None:   # cannot happen (no bottom -> top edge is left inside a cycle); be safe
+            tails, heads, weights, _ = _graph(n, clusters, src, dst, np.ones(len(src), dtype=bool))
+            level = _longest(n_vars, tails, heads, weights)
+    longest = np.asarray(level[:n], dtype=np.int64)
+    if not pull_down:
+        return longest, longest.copy()
+    layer = list(level[:n])
+    bottom = level[n + 1::2] if clusters.n else []
+    inner = clusters.innermost.tolist()
+    chain = clusters.chain
+    preds: list[int] = [0] * n
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for u, v in zip(src.tolist(), dst.tolist()):
+        preds[v] += 1
+        succs[u].append(v)
+    # members of each node's innermost cluster, to test "successor outside it" in O(1)
+    cl_of = [tuple(c for c in row if c >= 0) for row in chain[:n].tolist()] if clusters.n else [()] * n
+    order = np.argsort(-longest, kind="stable").tolist()   # sinks first
+    for v in order:
+        ss = succs[v]
+        if not ss or preds[v] > len(ss):
+            continue
+        target = min(layer[s] for s in ss) - 1
+        c = inner[v]
+        if c >= 0 and any(c not in cl_of[s] for s in ss):
+            target = min(target, bottom[c])
+        if target > layer[v]:
+            layer[v] = target
+    return longest, np.asarray(layer, dtype=np.int64)
