@@ -5,9 +5,10 @@ a layer with the last node of the module before it; the two frames then have to 
 and a stack of blocks turns into a staircase. Here the layering runs on an augmented DAG: each
 cluster C gets a top and a bottom vertex (top_C <= every node of C <= bottom_C), and an edge that
 leaves cluster X and enters its sibling Y becomes bottom_X + 1 <= top_Y. A module used twice along
-a path (one ReLU module applied after two layers) makes those constraints cyclic; inside each
-strongly connected part they fall back to the plain edges, so such a module spans its uses and its
-neighbours sit beside it.
+a path (one ReLU module applied after two layers, a model left for a ``.detach()`` and entered
+again) makes those constraints cyclic; inside each strongly connected part the constraints of the
+outermost modules on the cycle fall back to the plain edges (repeated until no cycle is left), so
+such a module spans its uses and what lies between sits beside it.
 
 Then, as in ``layered``, nodes with at least as many out- as in-edges move down to just above their
 first successor, but never below the bottom of their own cluster when that successor is outside it.
@@ -119,40 +120,58 @@ def banded_layers(n: int, src: Array, dst: Array, clusters: Clusters,
     """(longest-path layers, final layers) of the ``n`` nodes, edges ``src -> dst`` (a DAG)."""
     n_vars = n + 2 * clusters.n
     plain = np.zeros(len(src), dtype=bool)
-    tails, heads, weights, cluster_edge = _graph(n, clusters, src, dst, plain)
-    level = _longest(n_vars, tails, heads, weights)
-    if level is None:   # modules reached again further down: plain edges inside each cycle
-        comp = _scc(n_vars, tails, heads)
-        m = len(src)
-        plain = cluster_edge & (comp[tails[:m]] == comp[heads[:m]])
-        tails, heads, weights, _ = _graph(n, clusters, src, dst, plain)
+    left, right = edge_items(clusters.chain, src, dst)
+    depth = _chains_depth(clusters) if clusters.n else np.zeros(0, dtype=np.int64)
+    item = np.maximum(left, right)
+    edge_depth = np.where(item >= 0, depth[np.maximum(item, 0)] if clusters.n else 0, 0)
+    m = len(src)
+    while True:
+        tails, heads, weights, cluster_edge = _graph(n, clusters, src, dst, plain)
         level = _longest(n_vars, tails, heads, weights)
-        if level is None:   # cannot happen (no bottom -> top edge is left inside a cycle); be safe
-            tails, heads, weights, _ = _graph(n, clusters, src, dst, np.ones(len(src), dtype=bool))
-            level = _longest(n_vars, tails, heads, weights)
+        if level is not None:
+            break
+        # a module left and entered again (a .detach() between two stages of one model): inside each
+        # cycle the constraints of the outermost modules on it go back to plain edges, deeper ones stay
+        comp = _scc(n_vars, tails, heads)
+        cyclic = cluster_edge & ~plain & (comp[tails[:m]] == comp[heads[:m]])
+        shallowest = edge_depth[cyclic].min()
+        plain |= cyclic & (edge_depth == shallowest)
     longest = np.asarray(level[:n], dtype=np.int64)
     if not pull_down:
         return longest, longest.copy()
     layer = list(level[:n])
     bottom = level[n + 1::2] if clusters.n else []
-    inner = clusters.innermost.tolist()
-    chain = clusters.chain
-    preds: list[int] = [0] * n
+    inner = clusters.innermost
+    leaves = np.zeros(n, dtype=bool)   # has a successor outside its innermost cluster
+    if clusters.n and len(src):
+        depth_of = (_chains_depth(clusters) - 1)
+        c = inner[src]
+        d = depth_of[np.maximum(c, 0)]
+        outside = (c >= 0) & (clusters.chain[dst, d] != c)
+        leaves = np.bincount(src, weights=outside, minlength=n) > 0
+    preds = np.bincount(dst, minlength=n).tolist()
     succs: list[list[int]] = [[] for _ in range(n)]
     for u, v in zip(src.tolist(), dst.tolist()):
-        preds[v] += 1
         succs[u].append(v)
-    # members of each node's innermost cluster, to test "successor outside it" in O(1)
-    cl_of = [tuple(c for c in row if c >= 0) for row in chain[:n].tolist()] if clusters.n else [()] * n
+    inner_l, leaves_l = inner.tolist(), leaves.tolist()
     order = np.argsort(-longest, kind="stable").tolist()   # sinks first
     for v in order:
         ss = succs[v]
         if not ss or preds[v] > len(ss):
             continue
         target = min(layer[s] for s in ss) - 1
-        c = inner[v]
-        if c >= 0 and any(c not in cl_of[s] for s in ss):
-            target = min(target, bottom[c])
+        if leaves_l[v]:
+            target = min(target, bottom[inner_l[v]])
         if target > layer[v]:
             layer[v] = target
     return longest, np.asarray(layer, dtype=np.int64)
+
+
+def _chains_depth(clusters: Clusters) -> Array:
+    """Depth (1 = top level) of every cluster."""
+    depth = np.ones(clusters.n, dtype=np.int64)
+    p = clusters.parent.copy()
+    while (p >= 0).any():
+        depth += p >= 0
+        p = np.where(p >= 0, clusters.parent[np.maximum(p, 0)], -1)
+    return depth

@@ -77,7 +77,17 @@ def build(graph: nx.DiGraph, nodes: list) -> Clusters:
             path_chain[path] = got
         return got
 
-    per_node = [chain_of(node_cluster_path(graph.nodes[v])) for v in nodes]
+    by_key: dict[tuple, list[int]] = {}
+
+    def node_chain(attrs: dict) -> list[int]:
+        key = (attrs.get("kind"), attrs.get("module"))
+        got = by_key.get(key)
+        if got is None:
+            got = by_key[key] = chain_of(node_cluster_path(attrs))
+        return got
+
+    node_attrs = graph.nodes
+    per_node = [node_chain(node_attrs[v]) for v in nodes]
     depth = max((len(c) for c in per_node), default=0)
     real = np.full((len(nodes), depth), -1, dtype=np.int64)
     for i, c in enumerate(per_node):

@@ -115,6 +115,17 @@ def _components(n: int, src: Array, dst: Array) -> Array:
     return rank[inv.ravel()]
 
 
+def _with_cluster_links(chain: Array, src: Array, dst: Array) -> tuple[Array, Array]:
+    """The edges plus a link from every node in a top-level cluster to that cluster's first node."""
+    if chain.shape[1] == 0:
+        return src, dst
+    top = chain[:, 0]
+    v = np.flatnonzero(top >= 0)
+    first = np.full(int(top.max()) + 1, -1, dtype=np.int64)
+    first[top[v][::-1]] = v[::-1]
+    return np.concatenate([src, v]), np.concatenate([dst, first[top[v]]])
+
+
 def _compact_layers(layer: Array, comp: Array) -> tuple[Array, Array]:
     """Renumber layers 0..k-1 per component (no empty layers); also return slot ids,
     consecutive per component, so slot parity alternates between adjacent layers."""
@@ -285,7 +296,10 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
         lp, layer = banded_layers(n, s2, d2, clusters, opts.pull_down_sources)
     else:
         lp, layer = _assign_layers(n, s2, d2, topo, opts.pull_down_sources)
-    comp = _components(n, s2, d2)
+    if use_clusters:   # a module's nodes (a frozen parameter with no edge) join its component
+        comp = _components(n, *_with_cluster_links(clusters.chain, s2, d2))
+    else:
+        comp = _components(n, s2, d2)
     layer, comp_first_slot = _compact_layers(layer, comp)
     lay = _insert_dummies(n, s2, d2, layer, comp, comp_first_slot, opts.max_span)
     nv = len(lay.slot)
