@@ -269,8 +269,10 @@ def assign_x(slot: Array, rank: Array, up: Array, low: Array, width: Array, n: i
 
 
 def _pull_passes(x: Array, up: Array, low: Array, w_low: Array, w_up: Array, root: Array,
-                 compact, passes: int, fallback: LayerCompactor | None = None) -> Array:
-    """Move each block to the weighted mean x of its outside neighbours, then compact."""
+                 compact, passes: int, fallback: LayerCompactor | None = None,
+                 settle: float | None = None) -> Array:
+    """Move each block to the weighted mean x of its outside neighbours, then compact; with
+    ``settle``, stop once no vertex moved that far in a pass."""
     nv = len(x)
     for _ in range(passes):
         num = np.bincount(root[low], w_low * x[up], minlength=nv)
@@ -283,6 +285,10 @@ def _pull_passes(x: Array, up: Array, low: Array, w_low: Array, w_up: Array, roo
         new = compact(bx)
         if new is None:  # block constraints did not settle: per-layer from here on
             return fallback(bx[root]) if fallback is not None else x
+        if settle is not None:   # converged (up to a shift of the whole drawing): stop
+            moved = new - x
+            if np.abs(moved - np.median(moved)).max() < settle:
+                return new
         x = new
     return x
 
@@ -316,4 +322,4 @@ def _assign_clustered(slot: Array, rank: Array, up: Array, low: Array, width: Ar
         x = compact(start)
     outside = root[up] != root[low]
     return _pull_passes(x, up[outside], low[outside], w_low[outside], w_up[outside], root,
-                        compact, passes)
+                        compact, passes, settle=0.5)
