@@ -284,6 +284,11 @@ def constraints(clusters: Clusters, slot: Array, rank: Array, width: Array, dumm
     plain = np.where(dummy[a] | dummy[b], gap / 2, gap)
     g = np.where((left_c >= 0) | (right_c >= 0), np.minimum(plain, cluster_gap), plain)
     parts_i, parts_j, parts_s = [li], [rj], [lw + rw + g]
+    # neighbours in different clusters are also kept the plain gap apart, box to box
+    across = (left_c >= 0) | (right_c >= 0)
+    parts_i.append(root[a[across]])
+    parts_j.append(root[b[across]])
+    parts_s.append(half[a[across]] + half[b[across]] + plain[across])
     if clusters.n:
         margin = pad + pad_step * np.minimum(clusters.height, 2)
         inner = clusters.innermost
