@@ -49,17 +49,19 @@ def _best(group: Array, keys: tuple[Array, ...], value: Array, nv: int) -> Array
 
 
 def alignment_blocks(slot: Array, rank: Array, up: Array, low: Array, w_low: Array,
-                     w_up: Array, trunk: Array) -> Array:
+                     w_up: Array, trunk: Array, reach: Array | None = None) -> Array:
     """Block root (topmost vertex) of every vertex.
 
     A vertex prefers the upper neighbour with the heaviest pull, then the one deepest in
     the graph (``trunk``: on the main data path rather than a parameter's stub); the
-    upper vertex accepts the heaviest of those that chose it.
+    upper vertex accepts the heaviest of those that chose it (then, with ``reach``, the one
+    whose edge runs furthest: a residual stream stays straight and its branch steps aside).
     """
     nv = len(slot)
     pref_up = _best(low, (-np.abs(rank[up] - rank[low]), trunk[up], w_low), up, nv)
     wanted = pref_up[low] == up
-    pref_low = _best(up[wanted], (w_up[wanted],), low[wanted], nv)
+    low_keys = (w_up[wanted],) if reach is None else (reach[low[wanted]], w_up[wanted])
+    pref_low = _best(up[wanted], low_keys, low[wanted], nv)
     lower = np.flatnonzero(pref_up >= 0)
     lower = lower[pref_low[pref_up[lower]] == lower]
     upper = pref_up[lower]
@@ -294,7 +296,7 @@ def _pull_passes(x: Array, up: Array, low: Array, w_low: Array, w_up: Array, roo
 
 
 def _assign_clustered(slot: Array, rank: Array, up: Array, low: Array, width: Array, n: int,
-                      trunk: Array, gap: float, passes: int, clusters, opts) -> Array:
+                      trunk: Array, gap: float, passes: int, clusters, opts, reach) -> Array:
     """``assign_x`` with cluster borders. Blocks join only edges that do not cross a cluster's border
     in the middle of its span (``clusters.alignable``); should the blocks still close a cycle of
     constraints, vertices go on alone (one-vertex blocks never do: every layer orders the clusters
@@ -305,7 +307,7 @@ def _assign_clustered(slot: Array, rank: Array, up: Array, low: Array, width: Ar
     dummy = np.arange(nv) >= n
     w_low, w_up = edge_weights(n, up, low, nv)
     ok = cl.alignable(clusters, slot, up, low)
-    root = alignment_blocks(slot, rank, up[ok], low[ok], w_low[ok], w_up[ok], trunk)
+    root = alignment_blocks(slot, rank, up[ok], low[ok], w_low[ok], w_up[ok], trunk, reach)
 
     def compactor(root: Array) -> ConstraintCompactor:
         cons = cl.constraints(clusters, slot, rank, width, dummy, root, gap, opts.cluster_pad,

@@ -312,7 +312,12 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
         lay, rank, trunk, clusters = _with_placeholders(lay, rank, trunk, clusters, comp_first_slot)
         nv = len(lay.slot)
         orderer = Orderer(lay.slot, lay.up, lay.low, cl.order_groups(clusters.chain), clustered=True)
-        clustered = (clusters, opts)
+        # layers each dummy's edge still runs below it: long edges keep the straight blocks
+        k = lay.chain_len
+        left = np.repeat(k, k) - (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))
+        reach = np.zeros(nv, dtype=np.int64)
+        reach[n:n + len(left)] = left
+        clustered = (clusters, opts, reach)
     else:
         vmod, modules = _vertex_modules(graph, nodes, s2, d2, lay, opts.group_by_module)
         groups = module_groups(vmod, modules) if opts.group_by_module else []
