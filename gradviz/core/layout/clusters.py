@@ -77,21 +77,24 @@ def build(graph: nx.DiGraph, nodes: list) -> Clusters:
             path_chain[path] = got
         return got
 
-    by_key: dict[tuple, list[int]] = {}
+    by_key: dict[tuple, int] = {}        # (kind, module) -> index of its chain in ``distinct``
+    distinct: list[list[int]] = []
 
-    def node_chain(attrs: dict) -> list[int]:
+    def node_chain(attrs: dict) -> int:
         key = (attrs.get("kind"), attrs.get("module"))
         got = by_key.get(key)
         if got is None:
-            got = by_key[key] = chain_of(node_cluster_path(attrs))
+            got = by_key[key] = len(distinct)
+            distinct.append(chain_of(node_cluster_path(attrs)))
         return got
 
-    node_attrs = graph.nodes
-    per_node = [node_chain(node_attrs[v]) for v in nodes]
-    depth = max((len(c) for c in per_node), default=0)
-    real = np.full((len(nodes), depth), -1, dtype=np.int64)
-    for i, c in enumerate(per_node):
-        real[i, :len(c)] = c
+    table = graph.nodes
+    which = np.fromiter((node_chain(table[v]) for v in nodes), dtype=np.int64, count=len(nodes))
+    depth = max((len(c) for c in distinct), default=0)
+    rows = np.full((len(distinct), depth), -1, dtype=np.int64)
+    for i, c in enumerate(distinct):
+        rows[i, :len(c)] = c
+    real = rows[which] if len(nodes) else np.zeros((0, depth), dtype=np.int64)
     names = list(ids)
     par = np.asarray(parent, dtype=np.int64)
     height = np.zeros(len(names), dtype=np.int64)
