@@ -296,7 +296,7 @@ def _pull_passes(x: Array, up: Array, low: Array, w_low: Array, w_up: Array, roo
 
 
 def _assign_clustered(slot: Array, rank: Array, up: Array, low: Array, width: Array, n: int,
-                      trunk: Array, gap: float, passes: int, clusters, opts, reach) -> Array:
+                      trunk: Array, gap: float, passes: int, clusters, opts, reach, stub) -> Array:
     """``assign_x`` with cluster borders. Blocks join only edges that do not cross a cluster's border
     in the middle of its span (``clusters.alignable``); should the blocks still close a cycle of
     constraints, vertices go on alone (one-vertex blocks never do: every layer orders the clusters
@@ -306,6 +306,9 @@ def _assign_clustered(slot: Array, rank: Array, up: Array, low: Array, width: Ar
     nv = len(slot)
     dummy = np.arange(nv) >= n
     w_low, w_up = edge_weights(n, up, low, nv)
+    # a parameter's branch (the weight and its transpose) barely pulls the op it feeds: the data
+    # path keeps its straight block and the branch moves beside it, inside the module's frame
+    w_low = np.where(stub[up] & ~stub[low], 0.1 * w_low, w_low)
     ok = cl.alignable(clusters, slot, up, low)
     root = alignment_blocks(slot, rank, up[ok], low[ok], w_low[ok], w_up[ok], trunk, reach)
 

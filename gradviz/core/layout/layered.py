@@ -245,6 +245,19 @@ def _initial_rank(lay: _Layered, n: int, topo: list[int], dst: Array) -> Array:
     return slot_ranks(lay.slot, order)
 
 
+def _parameter_branches(graph: nx.DiGraph, n: int, src: Array, dst: Array, topo: list[int]) -> Array:
+    """Nodes that only parameters feed: the parameters and ops on them alone (a weight's transpose)."""
+    is_param = [attrs.get("kind") == "param" for _, attrs in graph.nodes(data=True)]
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for u, v in zip(src.tolist(), dst.tolist()):
+        preds[v].append(u)
+    stub = [False] * n
+    for v in topo:
+        ps = preds[v]
+        stub[v] = is_param[v] or (bool(ps) and all(stub[p] for p in ps))
+    return np.asarray(stub, dtype=bool)
+
+
 def _with_placeholders(lay: _Layered, rank: Array, trunk: Array, clusters: cl.Clusters,
                        comp_first_slot: Array):
     """Append the clusters' placeholders (``clusters.placeholders``) as edgeless vertices, last in
@@ -326,7 +339,10 @@ def _layout(graph: nx.DiGraph, options: LayoutOptions | None,
         left = np.repeat(k, k) - (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))
         reach = np.zeros(nv, dtype=np.int64)
         reach[n:n + len(left)] = left
-        clustered = (clusters, opts, reach)
+        stub = np.zeros(nv, dtype=bool)
+        stub[:n] = _parameter_branches(graph, n, s2, d2, topo)
+        stub[n:n + len(left)] = np.repeat(stub[s2], k)
+        clustered = (clusters, opts, reach, stub)
     else:
         vmod, modules = _vertex_modules(graph, nodes, s2, d2, lay, opts.group_by_module)
         groups = module_groups(vmod, modules) if opts.group_by_module else []
