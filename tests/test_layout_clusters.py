@@ -78,10 +78,13 @@ def test_a_model_left_and_entered_again_keeps_its_rectangles(traced):
     g = traced("samples/bugs/real_resnet_detach.py")
     lay = drawn(g)
     assert broken_frames(g, lay) == []
-    conv = [v for v, a in g.nodes(data=True) if a.get("module", "").endswith("layer.0.convolution")]
-    norm = [v for v, a in g.nodes(data=True) if a.get("module", "").endswith("layer.0.normalization")]
-    # inside the model, a BatchNorm's band still starts below its convolution's
-    assert min(lay.layer[v] for v in norm) > max(lay.layer[v] for v in conv[:2]) or len(conv) > 2
+    def layers(module: str) -> list[int]:
+        return [lay.layer[v] for v, a in g.nodes(data=True) if a.get("module") == module]
+    for stage in ("stages.0", "stages.1"):
+        conv = layers(f"resnet.encoder.{stage}.layers.0.layer.0.convolution")
+        norm = layers(f"resnet.encoder.{stage}.layers.0.layer.0.normalization")
+        # inside the model, a BatchNorm's band still starts below its convolution's
+        assert conv and norm and min(norm) > max(conv), stage
 
 
 def test_the_gpt_stack_and_its_collapsed_views(traced):

@@ -194,7 +194,7 @@ def _cluster_chains(clusters: Clusters) -> Array:
     """(clusters, depth): the chain of each cluster itself (its parents and it)."""
     depth = clusters.chain.shape[1]
     out = np.full((clusters.n, depth), -1, dtype=np.int64)
-    for c, name in enumerate(clusters.names):
+    for c in range(clusters.n):
         path = [c]
         p = clusters.parent[c]
         while p >= 0:
