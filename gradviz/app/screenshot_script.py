@@ -41,6 +41,14 @@ def resolve_node(doc, name: str) -> str | None:
     return None
 
 
+def exact_node(doc, name: str) -> str | None:
+    """The full-graph node the user named (an id or a parameter's name), None for a module or fold."""
+    for candidate in (name, f"param:{name}"):
+        if doc.graph is not None and candidate in doc.graph:
+            return candidate
+    return None
+
+
 def write_report(window, path: str | Path) -> None:
     from gradviz.app.window_report import report
 
@@ -89,7 +97,18 @@ class ScreenshotDriver:
                 if nid is None:
                     self._finish(f"--select {plan.select}: no such node or module in the graph")
                     return
+                exact = exact_node(doc, plan.select)
+                if exact is not None and exact != nid:     # inside a box: open what holds it, then select it
+                    self._target, self._exact = doc.expanded_to_show(exact), exact
+                    self.stage = "opening"
+                    w.session.set_expanded(self._target)
+                    return
                 doc.select([nid])
+            self.stage = "unfold"
+        if self.stage == "opening":
+            if doc.expanded != self._target or doc.visible_id(self._exact) != self._exact:
+                return
+            doc.select([self._exact])
             self.stage = "unfold"
         if self.stage == "unfold":
             if plan.unfold:
