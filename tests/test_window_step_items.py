@@ -156,3 +156,13 @@ def test_the_legend_fits_a_narrow_graph_view(qtbot, full):
     qtbot.wait(50)
     win.overlays.place()
     assert win.legend.height() < 70
+
+
+def test_clearing_the_selection_clears_the_module_trees_highlight(qtbot, full):
+    """Seen in the unfolded GPT screenshot: the tree kept a module highlighted with nothing selected."""
+    win = full
+    open_and_wait(qtbot, win, MLP)
+    win.outline.select_module("fc1")
+    assert win.outline.tree.selectionModel().hasSelection()
+    win.select_nodes([])
+    assert not win.outline.tree.selectionModel().hasSelection()

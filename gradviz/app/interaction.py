@@ -81,6 +81,7 @@ class Interaction:
             doc.selected = ""
             scene.clear_highlight()
             scene.clearSelection()
+            host.outline.clear_selection()          # the tree highlights nothing the graph does not
             show_selection(host.inspector, doc)
             host.nodeSelected.emit("")
             return
