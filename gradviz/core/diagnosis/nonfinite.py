@@ -1,4 +1,4 @@
-"""``nan`` / ``inf`` (where non-finite values are born) and ``inplace``.
+"""``nan`` / ``inf``: where non-finite values are born.
 
 Forward: the capture records, for every op whose output is non-finite, where that
 came from; the birth of what reaches the loss is the first op whose output went
@@ -6,9 +6,7 @@ non-finite while its inputs were finite. Backward: a hook on every node finds th
 first node that returned non-finite gradients from finite ones (what anomaly mode
 names); its origin gives the forward line that created it.
 
-In-place: when backward raises "modified by an inplace operation", the node being run
-is the one whose saved tensor was overwritten; the capture's in-place calls give the
-call that overwrote it and the op that had made the tensor.
+In-place changes of saved tensors are ``inplace.py``'s.
 """
 from __future__ import annotations
 
@@ -21,10 +19,6 @@ import torch
 from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_params
 from gradviz.core.diagnosis.probe import Probe
-
-INPLACE_RE = re.compile(r"modified by an inplace operation: \[([^\]]*?)\s*(\[[^\]]*\])?\], which is output "
-                        r"(\d+) of (\w+), is at version (\d+); expected version (\d+)")
-
 
 def _short(location: str | None) -> str:
     if not location:
@@ -178,78 +172,7 @@ def backward_findings(probe: Probe, step: int | None = None) -> list[Finding]:
                     data={"node": name, "nan_origin": [nid] if nid else [], "stage": "backward", "step": step})]
 
 
-def is_inplace_error(exc: BaseException | None) -> bool:
-    return exc is not None and "modified by an inplace operation" in str(exc)
-
-
-def inplace_findings(probe: Probe) -> list[Finding]:
-    # over 60 lines: one message told in the order a user reads it (the call, the tensor it changed, the node
-    # that saved it); split, the pieces would pass half a dozen locals back and forth
-    exc = probe.backward_error
-    if not is_inplace_error(exc):
-        return []
-    text = str(exc)
-    m = INPLACE_RE.search(text)
-    shape = None
-    version = None
-    if m:
-        try:
-            shape = [int(v) for v in re.findall(r"\d+", m.group(2) or "")]
-        except ValueError:
-            shape = None
-        version = int(m.group(5))
-    cap = probe.capture
-    failing = probe.last_node
-    nodes: list[str] = []
-    fid = probe.node_id(failing)
-    f_origin = _origin(probe, failing)
-    f_loc = (f_origin.location if f_origin is not None and f_origin.location else None) or \
-        (_anomaly_location(failing) if failing is not None else None)
-    # the in-place call: same shape and version, preferring one whose tensor the failing node could have saved
-    cands = [c for c in cap.inplace_calls
-             if (shape is None or c.shape == shape) and (version is None or c.version == version)]
-    if not cands:
-        cands = [c for c in cap.inplace_calls if shape is None or c.shape == shape]
-    # the call that changed the failing node's own saved output first (the node made that tensor)
-    cands.sort(key=lambda c: c.prior_node is not failing)
-    call = cands[0] if cands else None
-    creator = call.prior_node if call is not None else None
-    c_origin = _origin(probe, creator)
-    cid = probe.node_id(creator)
-    for n in (cid, fid):
-        if n and n not in nodes:
-            nodes.append(n)
-    parts = []
-    if call is not None:
-        made = (f"the output of `{c_origin.call or creator.name()}` (made at {_short(c_origin.location)})"
-                if c_origin is not None else
-                (f"the output of `{creator.name()}`" if creator is not None else "a tensor"))
-        parts.append(f"`{call.op}` at {_short(call.location)}" + (f" (`{call.code}`)" if call.code else "")
-                     + f" modifies in place {made}")
-    else:
-        parts.append("an in-place operation modified a tensor")
-    if failing is not None:
-        parts.append(f"but `{failing.name()}` (created at {_short(f_loc)}"
-                     + (f", `{f_origin.code}`" if f_origin is not None and f_origin.code else "")
-                     + ") had saved that tensor to compute its gradient, so backward fails with \"one of the "
-                     "variables needed for gradient computation has been modified by an inplace operation\"")
-    msg = (", ".join(parts) + ". Replace the in-place call by its out-of-place form (`y = y * 2` instead of "
-           "`y.mul_(2)`, `h = h + 1` instead of `h += 1`, `inplace=False`), or clone the tensor first.")
-    modules = [m for m in ((call.module if call else None), (f_origin.module if f_origin else None)) if m]
-    location = (call.location if call is not None and call.location else None) or f_loc
-    return [Finding("inplace", "error", msg, modules=list(dict.fromkeys(modules)), nodes=nodes, location=location,
-                    data={"inplace_call": call.op if call else None,
-                          "inplace_location": call.location if call else None,
-                          "saved_by": failing.name() if failing is not None else None,
-                          "saved_by_location": f_loc,
-                          "created_by": creator.name() if creator is not None else None,
-                          "created_at": c_origin.location if c_origin is not None else None,
-                          "error": text.split("Hint:")[0].strip()})]
-
-
 FORWARD_NONFINITE = Check("non-finite values in forward", ("nan", "inf"), lambda ctx: forward_findings(ctx.probe),
                           needs=("forward",))
-INPLACE = Check("in-place changes", ("inplace",), lambda ctx: inplace_findings(ctx.probe),
-                needs=("backward-failed",), values=False)
 BACKWARD_NONFINITE = Check("non-finite gradients", ("nan", "inf"), lambda ctx: backward_findings(ctx.probe),
                            needs=("backward", "finite"))
