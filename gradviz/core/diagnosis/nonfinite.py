@@ -144,12 +144,15 @@ def backward_findings(probe: Probe, step: int | None = None) -> list[Finding]:
     if not probe.backward_births:
         return []
     fn, kind = probe.backward_births[0]
+    discarded = _discarded_values(probe, fn)
+    if discarded is not None:
+        return [_discarded_finding(probe, fn, discarded, step)]
     nid = probe.node_id(fn)
     origin = _origin(probe, fn)
     location = (origin.location if origin is not None and origin.location else None) or _anomaly_location(fn)
     code = origin.code if origin is not None else ""
     module = origin.module if origin is not None else ""
-    bad = sorted(n for n, g in probe.grads.items() if g is not None and not bool(torch.isfinite(g).all()))
+    bad = _bad_grads(probe)
     what = "NaN" if kind == "nan" else "inf"
     when = f" at step {step}" if step else ""
     msg = (f"Backward produced {what} gradients{when} although the loss is finite: `{fn.name()}` is the first "
@@ -170,6 +173,62 @@ def backward_findings(probe: Probe, step: int | None = None) -> list[Finding]:
     return [Finding(kind, "error", msg, params=bad, modules=[module] if module else [],
                     nodes=[nid] if nid else [], location=location,
                     data={"node": name, "nan_origin": [nid] if nid else [], "stage": "backward", "step": step})]
+
+
+def _bad_grads(probe: Probe) -> list[str]:
+    return sorted(n for n, g in probe.grads.items() if g is not None and not bool(torch.isfinite(g).all()))
+
+
+def _discarded_values(probe: Probe, fn: Any):
+    """The forward record of non-finite values a later op discarded, that this backward NaN comes from:
+    the values ``fn``'s own forward made, or its inputs held."""
+    if probe.capture is None:
+        return None
+    records = [r for r in probe.capture.nonfinite if r.discard is not None]
+    inputs = {nxt for nxt, _ in getattr(fn, "next_functions", ()) if nxt is not None}
+    return (next((r for r in records if r.node is fn), None)
+            or next((r for r in records if r.node is not None and r.node in inputs), None))
+
+
+# how to make an op's input safe, so the branch a mask throws away stays finite
+_SAFE_INPUT = {
+    "sqrt": "torch.sqrt(torch.where(mask, x, 1.0)) (or x.clamp_min(eps) where x may be 0 or negative)",
+    "rsqrt": "torch.rsqrt(torch.where(mask, x, 1.0))",
+    "log": "torch.log(torch.where(mask, x, 1.0)) (or x.clamp_min(1e-12))",
+    "log2": "torch.log2(torch.where(mask, x, 1.0))", "log10": "torch.log10(torch.where(mask, x, 1.0))",
+    "acos": "torch.acos(x.clamp(-1 + 1e-7, 1 - 1e-7))", "asin": "torch.asin(x.clamp(-1 + 1e-7, 1 - 1e-7))",
+    "arccos": "torch.arccos(x.clamp(-1 + 1e-7, 1 - 1e-7))", "arcsin": "torch.arcsin(x.clamp(-1 + 1e-7, 1 - 1e-7))",
+    "acosh": "torch.acosh(torch.where(mask, x, 2.0))", "arccosh": "torch.arccosh(torch.where(mask, x, 2.0))",
+    "exp": "torch.exp(torch.where(mask, x, 0.0))",
+    "div": "a / torch.where(mask, b, 1.0)", "__truediv__": "a / torch.where(mask, b, 1.0)",
+    "__rtruediv__": "1 / torch.where(mask, x, 1.0)", "reciprocal": "torch.where(mask, x, 1.0).reciprocal()",
+    "pow": "torch.where(mask, x, 1.0) ** p", "__pow__": "torch.where(mask, x, 1.0) ** p",
+}
+
+
+def _discarded_finding(probe: Probe, fn: Any, rec: Any, step: int | None) -> Finding:
+    op_name, d_module, d_loc, d_code = rec.discard
+    what = "NaN" if rec.kind == "nan" else "±inf"
+    when = f" at step {step}" if step else ""
+    bad = _bad_grads(probe)
+    safe = _SAFE_INPUT.get(rec.op, f"{rec.op}(torch.where(mask, x, <a value where {rec.op} is finite>))")
+    msg = (f"Backward produced NaN gradients{when} although the loss is finite: `{rec.op}` at {_short(rec.location)}"
+           + (f" (`{rec.code}`)" if rec.code else "")
+           + f" made {what} in {rec.count} element(s) that `{op_name}` at {_short(d_loc)}"
+           + (f" (`{d_code}`)" if d_code else "")
+           + " discards; backward multiplies their gradient by 0, and 0 × " + ("NaN" if rec.kind == "nan" else "inf")
+           + f" = NaN (`{fn.name()}` is the first node that returned NaN). "
+           + (f"{fmt_params(bad)} get non-finite gradients. " if bad else "")
+           + f"Make the discarded branch finite: mask the input before the op, e.g. `x_safe = torch.where(mask, x, "
+             f"1.0)` and then `torch.where(mask, {rec.op}(x_safe), other)`; for `{rec.op}`: {safe}. An epsilon after "
+             "the op does not help.")
+    nid = probe.node_id(rec.node)
+    return Finding("nan", "error", msg, params=bad, modules=[rec.module] if rec.module else [],
+                   nodes=[nid] if nid else [], location=rec.location or None,
+                   data={"node": fn.name(), "stage": "backward", "step": step, "cause": "discarded-nonfinite",
+                         "op": rec.op, "count": rec.count, "forward_kind": rec.kind,
+                         "discarded_by": op_name, "discard_location": d_loc or None,
+                         "library_location": rec.library or None, "nan_origin": [nid] if nid else []})
 
 
 FORWARD_NONFINITE = Check("non-finite values in forward", ("nan", "inf"), lambda ctx: forward_findings(ctx.probe),
