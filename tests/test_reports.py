@@ -1,0 +1,73 @@
+"""Bugs reproduced from real public reports (#25): each file in ``tests/reports/`` names its source
+(repository and issue, or forum thread), keeps the reporter's structure and names, marks the line
+to blame with ``# BUG``, and holds its fixed version behind ``GRADVIZ_REPORT_FIXED=1`` (the fix the
+report, or gradviz's advice, gives). ``EXPECT`` (a literal, read without running the file) says what
+``check`` must find: the code, the op, the parameters, words of the cause. The fixed version must
+check clean: no error, no warning, nothing incomplete. Torch is the oracle: the buggy versions fail
+the way the reporters saw (torch's own error or non-finite gradients), the fixed ones do not.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from gradviz.core.diagnosis import check_report
+
+REPORTS = Path(__file__).resolve().parent / "reports"
+CASES = sorted(p for p in REPORTS.glob("*.py") if not p.name.startswith("_"))
+
+
+def expectation(path: Path) -> dict:
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "EXPECT" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{path.name} has no EXPECT")
+
+
+def bug_line(path: Path) -> str:
+    return f"{path}:{next(i for i, t in enumerate(path.read_text().splitlines(), 1) if '# BUG' in t)}"
+
+
+def run(path: Path, expect: dict, fixed: bool, monkeypatch):
+    monkeypatch.setenv("GRADVIZ_REPORT_FIXED", "1" if fixed else "0")
+    return check_report(path, steps=expect.get("steps", 0), gradcheck=expect.get("gradcheck", False))
+
+
+def loud(report) -> list:
+    return [(f.code, f.severity, f.message[:160]) for f in report.findings if f.severity in ("error", "warning")]
+
+
+def test_every_case_names_its_source():
+    assert len(CASES) >= 1
+    for path in CASES:
+        head = path.read_text().split('"""')[1]
+        assert "Source:" in head and ("#" in head or "discuss.pytorch.org" in head), path.name
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_report_case(path, monkeypatch):
+    expect = expectation(path)
+    report = run(path, expect, False, monkeypatch)
+    if expect["code"] is None:           # a healthy model gradviz used to reject or warn about
+        assert report.complete and not loud(report), loud(report)
+        return
+    hits = [f for f in report.findings if f.code == expect["code"]]
+    assert len(hits) == 1, [(f.code, f.message[:160]) for f in report.findings]
+    f = hits[0]
+    assert f.location == bug_line(path), (f.location, f.message)
+    for word in expect.get("cause", []):
+        assert word.lower() in f.message.lower(), (word, f.message)
+    for key in ("op", "saved_by", "discarded_by", "cause_kind"):
+        if key in expect:
+            got = f.data.get({"op": "inplace_call" if f.code == "inplace" else "op", "cause_kind": "cause"}.get(key, key))
+            assert got == expect[key], (key, got, f.data)
+    if "params" in expect:
+        assert sorted(f.params) == sorted(expect["params"]), f.params
+    if "params_prefix" in expect:
+        assert f.params and all(p.startswith(tuple(expect["params_prefix"])) for p in f.params), f.params
+    if "steps_seen" in expect:
+        assert f.data["steps"] == expect["steps_seen"], f.data
+    fixed = run(path, expect, True, monkeypatch)
+    assert fixed.complete and not loud(fixed), loud(fixed)
