@@ -112,6 +112,7 @@ class DiagnosticCapture(ForwardCapture):
 
     def __init__(self, model: nn.Module | None = None, activations: bool = True) -> None:
         super().__init__(model, check_finite=True)
+        self.index_cuts = True
         self.seq = 0
         self.params = ParamIndex(model)               # FSDP2's unsharded parameters too, as they appear
         self.param_ids = self.params.names
