@@ -61,9 +61,29 @@ def unreachable_findings(probe: Probe) -> list[Finding]:
     for name in missing:
         groups.setdefault(_cause(probe, name, cut_params, modules), []).append(name)
     findings = []
+    random_skips = _skipped_at_random(probe, groups)
     for cause, names in groups.items():
-        findings.append(_finding(probe, cause, names, modules))
+        if cause in random_skips:
+            findings.append(random_skips[cause])
+        else:
+            findings.append(_finding(probe, cause, names, modules))
     return findings
+
+
+def _skipped_at_random(probe: Probe, groups: dict[tuple, list[str]]) -> dict[tuple, Finding]:
+    """Groups whose module never ran on this step but runs under other random draws (LayerDrop)."""
+    from gradviz.core.diagnosis.step_reachability import modules_run_under_other_draws, skipped_at_random_finding
+    never = {cause: names for cause, names in groups.items() if cause[0] == "never-called"}
+    if not never or not probe.model.training:
+        return {}
+    owners = {_owner(n) for names in never.values() for n in names}
+    ran = modules_run_under_other_draws(probe, owners)
+    out = {}
+    for cause, names in never.items():
+        skipped = sorted({_owner(n) for n in names})
+        if skipped and all(m in ran for m in skipped):
+            out[cause] = skipped_at_random_finding(names, skipped, ran)
+    return out
 
 
 # -- causes -----------------------------------------------------------------
@@ -320,5 +340,5 @@ def _short(location: str) -> str:
 
 
 FROZEN = Check("frozen parameters", ("frozen",), lambda ctx: frozen_findings(ctx.probe), values=False)
-UNREACHABLE = Check("reachability", ("unreachable",), lambda ctx: unreachable_findings(ctx.probe),
+UNREACHABLE = Check("reachability", ("unreachable", "sometimes-unused"), lambda ctx: unreachable_findings(ctx.probe),
                     needs=("forward",), values=False)

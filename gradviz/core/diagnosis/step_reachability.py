@@ -118,3 +118,64 @@ def sometimes_unused_findings(watch: StepWatch) -> list[Finding]:
                                 data={"steps": list(steps), "of_steps": watch.steps, "skipped": bool(skipped),
                                       "library_location": call[1] or None, "stage": "training"}))
     return findings
+
+
+# -- one step: a module skipped at random --------------------------------------
+
+OTHER_DRAWS = (1, 2, 3, 4)
+
+
+def modules_run_under_other_draws(probe, paths: set[str]) -> dict[str, tuple[str, str]]:
+    """Which of ``paths`` run when the probe's forward is repeated with other random draws (same model, same
+    batch, no gradient), with the line that calls each. A module that runs under another draw was skipped at
+    random on the probe's step (LayerDrop), not left out of forward. The random state and the buffers
+    (BatchNorm's running statistics) are restored afterwards: the probe's model is left as it was."""
+    import torch
+    modules = dict(probe.model.named_modules())
+    ran: dict[str, tuple[str, str]] = {}
+    handles = []
+
+    def hook(path):
+        def pre(module, args):
+            if path not in ran:
+                where = locate(sys._getframe(1))
+                ran[path] = (where.user, where.library)
+        return pre
+
+    for p in paths:
+        if p in modules:
+            handles.append(modules[p].register_forward_pre_hook(hook(p)))
+    saved = [(b, b.detach().clone()) for b in probe.model.buffers()]
+    try:
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            for seed in OTHER_DRAWS:
+                torch.manual_seed(seed)
+                try:
+                    probe.script.compute_loss(probe.model, probe.inputs, probe.targets)
+                except Exception:   # noqa: BLE001 - a draw that fails says nothing about skipping: next draw
+                    continue
+                if set(paths) <= set(ran):
+                    break
+    finally:
+        for h in handles:
+            h.remove()
+        with torch.no_grad():
+            for live, value in saved:
+                live.copy_(value)
+    return ran
+
+
+def skipped_at_random_finding(names: list[str], skipped: list[str], calls: dict[str, tuple[str, str]]) -> Finding:
+    call = next((calls[m] for m in skipped if m in calls), ("", ""))
+    where = f" (called at {_short(call[1] or call[0])})" if call[0] or call[1] else ""
+    msg = (f"{len(names)} parameter(s) ({', '.join(f'`{m}.*`' for m in skipped[:4])}"
+           f"{' ...' if len(skipped) > 4 else ''}) got no gradient on this step: "
+           f"`{'`, `'.join(skipped[:4])}` did not run{where}, but runs when the same forward draws other random "
+           "numbers: layers skipped at random (LayerDrop) or a random route. That is not a dead module, and "
+           "`gradviz check --steps K` shows on which steps. Under DistributedDataParallel this fails with "
+           "\"Expected to have finished reduction in the prior iteration\" / \"did not receive grad\": pass "
+           "find_unused_parameters=True to DistributedDataParallel, or switch the skipping off (e.g. layerdrop=0.0).")
+    return Finding("sometimes-unused", "warning", msg, params=sorted(names), modules=skipped,
+                   location=call[0] or None,
+                   data={"steps": [0], "of_steps": 1, "skipped": True, "random": True,
+                         "library_location": call[1] or None, "stage": "forward"})
