@@ -27,7 +27,7 @@ from gradviz.core.script.load import ModelScript, ScriptError
 def training_findings(script: ModelScript, steps: int, *, seed: int = 0, cancel: Callable[[], bool] | None = None
                       ) -> tuple[list[Finding], dict[str, Any], torch.nn.Module]:
     """K steps; returns the findings, the loss/norm history and the trained model."""
-    torch.manual_seed(seed)
+    _seed_all(seed)      # LayerDrop draws from torch, numpy (transformers' wav2vec2 family) or random
     model = script.new_model()
     opt = script.make_optimizer(model.parameters())
     device = model_device(model)
@@ -55,6 +55,17 @@ def training_findings(script: ModelScript, steps: int, *, seed: int = 0, cancel:
                    "treats the symptom.")
             findings.append(Finding("exploding", "warning", msg, data={**data, "stage": "training"}))
     return findings, data, model
+
+
+def _seed_all(seed: int) -> None:
+    """The same steps draw the same numbers: torch's, Python's and (when the script uses it) numpy's."""
+    import random
+    import sys
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed)
 
 
 def _train(script: ModelScript, model: torch.nn.Module, opt: Any, steps: int, device: Any, losses: list[float],
