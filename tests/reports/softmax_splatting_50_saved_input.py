@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 FIXED = os.environ.get("GRADVIZ_REPORT_FIXED") == "1"
-EXPECT = {"code": "inplace", "op": "mul_", "cause": ["saved", "clone"]}
+EXPECT = {"code": "inplace", "op": "mul_", "cause": ["saved", "clone", "Splat.apply"]}
 
 
 class Splat(torch.autograd.Function):

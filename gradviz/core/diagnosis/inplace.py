@@ -55,8 +55,12 @@ def inplace_findings(probe: Probe) -> list[Finding]:
     s_loc = (s_origin.location if s_origin is not None and s_origin.location else None) or \
         (_anomaly_location(saver) if saver is not None else None)
     saved, writes = cap.writes.culprits(shape, version, expected, cap.node_seq.get(saver))
-    saver_text = (f"`{s_origin.call if s_origin is not None and s_origin.call else (saver.name() if saver else '?')}`"
-                  f" at {_short(s_loc)}" + (f" (`{s_origin.code}`)" if s_origin is not None and s_origin.code else ""))
+    call = s_origin.call if s_origin is not None and s_origin.call else (saver.name() if saver else "?")
+    code = s_origin.code if s_origin is not None else ""
+    custom = next((c for c in cap.custom_calls if saver is not None and c.node is saver), None)
+    if custom is not None:    # a user autograd.Function saved it (ctx.save_for_backward): its call, not a later op's
+        call, s_loc, code = f"{custom.cls.__name__}.apply", custom.location or s_loc, custom.code
+    saver_text = f"`{call}` at {_short(s_loc)}" + (f" (`{code}`)" if code else "")
     what = f"a tensor of shape {shape}" if shape is not None else "a tensor"
     if writes:
         first = writes[0]
