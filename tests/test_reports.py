@@ -89,3 +89,20 @@ def test_sometimes_unused_is_deterministic(monkeypatch):
     runs = [[(f.code, f.params, f.data.get("steps")) for f in check_report(path, steps=5, gradcheck=False).findings]
             for _ in range(2)]
     assert runs[0] == runs[1] and runs[0], runs
+
+
+def test_trace_runs_the_model_as_given_when_grad_requiring_inputs_break_it():
+    """transformers #17909: with its waveform made to require grad, Wav2Vec2's feature encoder raises
+    (torch is the oracle); trace then runs the model on the inputs as the script made them."""
+    import torch
+    from gradviz.core.script.load import load_script
+    from gradviz.core.trace.tracer import trace
+    script = load_script(REPORTS / "transformers_wav2vec2_leaf.py")
+    torch.manual_seed(0)
+    model = script.new_model()
+    (wave,), _ = script.get_batch(0)
+    with pytest.raises(RuntimeError, match="leaf variables"):
+        model(wave.clone().requires_grad_(True))
+    graph = trace(script)
+    assert any(n.startswith("param:wav2vec_feature.feature_extractor.") for n in graph)
+    assert not any(n.startswith("input:") for n in graph)
