@@ -106,14 +106,17 @@ def _vanishing(probe: Probe, layers: list[dict], data_norms: dict, skip_zero: bo
     biggest = norms[top]
     if biggest <= 0:
         return []
-    low = []
+    tiny = [e for e in layers[:top] if not (e["norm"] == 0 and skip_zero)
+            and (e["norm"] < VANISH_REL * biggest or (e["norm"] < VANISH_ABS and e["norm"] < 1e-2 * biggest))]
+    zero_w, unexplained = _split_zero_init(probe, layers, tiny)     # a (near-)zero weight after them explains some
+    run = []
     for e in layers[:top]:          # the run from the input: a healthy layer before it ends the run
         if e["norm"] == 0 and skip_zero:
             continue                # a dead-ReLU layer (its own finding) neither counts nor ends the run
-        if not (e["norm"] < VANISH_REL * biggest or (e["norm"] < VANISH_ABS and e["norm"] < 1e-2 * biggest)):
+        if e not in tiny:
             break
-        low.append(e)
-    zero_w, low = _split_zero_init(probe, layers, low)
+        run.append(e)
+    low = [e for e in run if e in unexplained]
     findings = [_zero_init_finding(zero_w, data_norms)] if zero_w else []
     if low:
         params = [p for e in low for p in e["params"]]
