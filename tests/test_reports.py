@@ -86,9 +86,11 @@ def test_every_finding_kind_has_a_proven_fix():
 def test_sometimes_unused_is_deterministic(monkeypatch):
     path = REPORTS / "fairseq_2389_layerdrop.py"
     monkeypatch.setenv("GRADVIZ_REPORT_FIXED", "0")
-    runs = [[(f.code, f.params, f.data.get("steps")) for f in check_report(path, steps=5, gradcheck=False).findings]
-            for _ in range(2)]
+    reports = [check_report(path, steps=5, gradcheck=False) for _ in range(2)]
+    runs = [[(f.code, f.params, f.data.get("steps")) for f in r.findings] for r in reports]
     assert runs[0] == runs[1] and runs[0], runs
+    # the K steps replace the one-step finding (layers.2 is skipped at step 0 already): steps named, of 5
+    assert all(f.code == "sometimes-unused" and f.data["of_steps"] == 5 for f in reports[0].findings)
 
 
 def test_trace_runs_the_model_as_given_when_grad_requiring_inputs_break_it():

@@ -144,6 +144,9 @@ def training_check(ctx: Context) -> list[Finding]:
     ctx.extra["training"] = data
     if ctx.has("zero-init") and data["steps"] == steps and not any(f.severity == "error" for f in found):
         found += _rejudge_zero_init(ctx, model, steps)
+    if any(f.code == "sometimes-unused" for f in found):
+        # the K steps say on which steps; they replace the one-step finding (a module skipped at random at step 0)
+        ctx.findings[:] = [f for f in ctx.findings if not (f.code == "sometimes-unused" and f.data.get("random"))]
     have = {f.code for f in ctx.findings}
     return [f for f in found if f.code not in have]
 
