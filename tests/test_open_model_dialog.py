@@ -71,8 +71,8 @@ def test_token_ids_get_their_range_in_the_window(qtbot, window, project):
     install(window)
     with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
         assert open_model(window, "userpkg.models:tagger", ["3,11:long"], "mean")
-    assert "ids in [0, the smallest" not in window.document.graph.graph["invented"]
+    assert "ids in [0, the input embedding's" not in window.document.graph.graph["invented"]
     assert window.statusBar().currentMessage() == window.document.graph.graph["invented"]   # said again, complete
     assert window.inspector.identity.values["invented"] == (
-        "invented input 0 int64 3×11 ids in [0, 37) (the smallest nn.Embedding) (seeded by "
+        "invented input 0 int64 3×11 ids in [0, 37) (the input embedding emb) (seeded by "
         "the step); loss mean(output)")
