@@ -206,7 +206,7 @@ def test_input_and_loss_are_refused_for_a_script(project):
                                     "def batch(s):\n    return torch.ones(1, 2), None\n"
                                     "def loss_fn(o, t):\n    return o.sum()\n")
     status, _, err = run_cli("export", "net.py", "--input", "1,2", "-o", "g.json")
-    assert status == 2 and "--input and --loss are for a model without a script" in err
+    assert status == 2 and "--input, --loss and --config are for a model without a script" in err
 
 
 def export_program(model: nn.Module, args: tuple):
