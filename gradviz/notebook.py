@@ -2,14 +2,16 @@
 
 ``gradviz.trace(...)`` returns a ``TracedGraph``: a ``networkx.DiGraph`` (everything networkx
 does works on it) that Jupyter displays as the drawing the app and ``gradviz export x.svg`` make
-(``_repr_svg_`` / ``_repr_html_``). ``graph.show(collapse=1)`` or ``gradviz.show(loss, model=model,
-collapse=1)`` pick how deep modules are expanded; the default is the app's first view
-(``collapse="auto"``: about 200 boxes). Drawing uses Qt offscreen, loaded at the first display —
-``import gradviz`` and tracing never load it.
+(``_repr_svg_``: one ``image/svg+xml`` picture per output, the smallest bundle Jupyter renders — not
+a second copy as ``text/html``). ``graph.show(collapse=1)`` or ``gradviz.show(loss, model=model,
+collapse=1)`` pick how deep modules are expanded; the default, ``collapse="auto"``, is the deepest
+view of at most ``NOTEBOOK_BOXES`` (60) boxes with repeated blocks folded: readable in a cell. A loss
+traced after its forward (no ``gradviz.capture``) is grouped into modules from its parameters
+(``core/trace/module_guess.py``), so it folds too. Drawing uses Qt offscreen, loaded at the first
+display — ``import gradviz`` and tracing never load it.
 """
 from __future__ import annotations
 
-import html
 import os
 import tempfile
 from pathlib import Path
@@ -17,7 +19,9 @@ from typing import Any
 
 import networkx as nx
 
-__all__ = ["TracedGraph", "GraphPicture", "show", "trace"]
+__all__ = ["TracedGraph", "GraphPicture", "show", "trace", "NOTEBOOK_BOXES"]
+
+NOTEBOOK_BOXES = 60     # collapse="auto" in a cell: the deepest module view with at most this many boxes
 
 
 def _depth(graph: nx.DiGraph, collapse: Any) -> int | None:
@@ -26,7 +30,7 @@ def _depth(graph: nx.DiGraph, collapse: Any) -> int | None:
     if collapse == "auto":
         from gradviz.core.layout.grouping import auto_depth
 
-        return auto_depth(graph)
+        return auto_depth(graph, max_boxes=NOTEBOOK_BOXES)
     if isinstance(collapse, bool) or not isinstance(collapse, int) or collapse < 0:
         raise ValueError(f"collapse is a module depth (0, 1, 2 ...), 'auto' or None, not {collapse!r}")
     return collapse
@@ -35,6 +39,7 @@ def _depth(graph: nx.DiGraph, collapse: Any) -> int | None:
 def svg_text(graph: nx.DiGraph, collapse: Any = "auto", theme: str = "light") -> str:
     """The graph drawn as gradviz exports it to .svg (colours by gradient norm, legend), as text."""
     from gradviz.render.export.formats import ImageOptions, export_graph
+    from gradviz.render.export.svg_compact import compact_svg
     from gradviz.render.primitives.qtcompat import ensure_app
 
     ensure_app()   # offscreen when there is no display (a notebook server)
@@ -42,7 +47,7 @@ def svg_text(graph: nx.DiGraph, collapse: Any = "auto", theme: str = "light") ->
     with tempfile.TemporaryDirectory(prefix="gradviz-nb-") as folder:
         target = Path(folder) / "graph.svg"
         export_graph(nx.DiGraph(graph), target, collapse_depth=depth, options=ImageOptions(theme=theme))
-        return target.read_text(encoding="utf-8")
+        return compact_svg(target.read_text(encoding="utf-8"))   # Qt's styles once as classes: ~half the bytes
 
 
 class GraphPicture:
@@ -59,14 +64,13 @@ class GraphPicture:
         return self._svg
 
     def _repr_svg_(self) -> str:
+        # the only rich repr: Jupyter stores every _repr_*_ a result has, so a text/html twin of the same
+        # SVG doubled every cell (issue #28: 1 MB for a 2-layer GPT-2)
         return self.svg
 
-    def _repr_html_(self) -> str:
-        # a scrolling box: a 500-node graph is taller than a notebook cell should be
+    def __repr__(self) -> str:
         n = self.graph.number_of_nodes()
-        caption = html.escape(f"gradviz: {n:,} nodes" + (f", collapse={self.collapse!r}" if self.collapse else ""))
-        return (f'<div style="max-height:720px;overflow:auto;border:1px solid #ddd">{self.svg}</div>'
-                f'<div style="font-size:smaller;color:#666">{caption}</div>')
+        return f"<gradviz picture: {n:,} nodes" + (f", collapse={self.collapse!r}>" if self.collapse else ">")
 
     def save(self, path: str | os.PathLike) -> Path:
         Path(path).write_text(self.svg, encoding="utf-8")
@@ -81,9 +85,6 @@ class TracedGraph(nx.DiGraph):
 
     def _repr_svg_(self) -> str:
         return self.show()._repr_svg_()
-
-    def _repr_html_(self) -> str:
-        return self.show()._repr_html_()
 
 
 def trace(source: Any, model: Any = None, **kwargs: Any) -> TracedGraph:

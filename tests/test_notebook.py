@@ -63,7 +63,7 @@ def test_trace_returns_a_networkx_graph_that_draws_itself(tmp_path):
     assert graph.nodes["param:w"]["grad_norm"] == pytest.approx(12.0)      # torch: dL/dw = 12
     svg = graph._repr_svg_()
     assert svg.startswith("<?xml") and "<svg" in svg and "gradient norm" in svg
-    assert graph._repr_html_().startswith('<div style="max-height:720px')
+    assert not hasattr(graph, "_repr_html_") and not hasattr(GraphPicture, "_repr_html_")   # one picture per output
     picture = gradviz.show(graph, collapse=None)
     assert isinstance(picture, GraphPicture) and picture.save(tmp_path / "g.svg").read_text() == picture.svg
 
