@@ -24,7 +24,7 @@ _LAZY = {
     "TraceOptions": "gradviz.core.trace.options",
     "load_script": "gradviz.core.script.load",
     "ScriptError": "gradviz.core.script.load",
-    "check": "gradviz.core.diagnosis",
+    "check": "gradviz.notebook",          # core's check, taking what the CLI takes (pkg:callable, .pt2, @sample)
     "watch": "gradviz.core.record",
     "RecordError": "gradviz.core.record",
     "open_run": "gradviz.core.record.run_table",     # a run file as arrays (RunTable)

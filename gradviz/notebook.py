@@ -19,7 +19,7 @@ from typing import Any
 
 import networkx as nx
 
-__all__ = ["TracedGraph", "GraphPicture", "show", "trace", "NOTEBOOK_BOXES"]
+__all__ = ["TracedGraph", "GraphPicture", "show", "trace", "check", "NOTEBOOK_BOXES"]
 
 NOTEBOOK_BOXES = 60     # collapse="auto" in a cell: the deepest module view with at most this many boxes
 
@@ -87,15 +87,81 @@ class TracedGraph(nx.DiGraph):
         return self.show()._repr_svg_()
 
 
+MODEL_OPTIONS = ("inputs", "loss", "weights", "config")
+
+
+def _script_of(source: Any, options: dict) -> Any:
+    """What the CLI accepts as SCRIPT, made a model script: ``pkg.mod:callable`` (with ``inputs=``), a
+    ``.pt2``, ``@sample``, a script with ``weights=``; anything else is returned as it is."""
+    model_options = {k: options.pop(k) for k in MODEL_OPTIONS if k in options}
+    if not isinstance(source, (str, os.PathLike)):
+        if model_options:
+            raise TypeError(f"{', '.join(model_options)}: for a model named by text (a script, PACKAGE.MODULE:"
+                            "CALLABLE, a .pt2, @sample), not a {type(source).__name__}")
+        return source
+    from gradviz.core.script.generated import model_source
+
+    inputs = model_options.get("inputs")
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    path, _ = model_source(os.fspath(source), list(inputs) if inputs else None, model_options.get("loss"),
+                           model_options.get("weights"), model_options.get("config"))
+    return path
+
+
+def _module_forward(model: Any, inputs: Any) -> tuple[Any, Any]:
+    """``trace(model, inputs=(x,))``: one forward under ``gradviz.capture`` (modules known), loss = sum of
+    the output (its ``.logits`` for transformers); returns (loss, capture)."""
+    from gradviz.core.script.factory import first_tensor
+    from gradviz.core.trace.tracer import capture
+
+    args = inputs if isinstance(inputs, tuple) else (inputs,)
+    with capture(model) as cap:
+        out = first_tensor(model(*args))
+        if out is None:
+            raise TypeError(f"the output of {type(model).__name__} holds no floating-point tensor to trace")
+        loss = out.float().sum()
+    return loss, cap
+
+
 def trace(source: Any, model: Any = None, **kwargs: Any) -> TracedGraph:
-    """``gradviz.core.trace.tracer.trace`` (same arguments), returning a ``TracedGraph``."""
+    """Trace what the command line takes — a script path, ``"pkg.mod:callable"`` (``inputs=["2,16:long"]``,
+    ``config="n_layer=2"``, ``loss=``, ``weights=``), a ``.pt2``, ``"@mlp_digits"`` — or a loss tensor
+    (``model=`` names the parameters), or a module with ``inputs=(x,)`` (traced under ``gradviz.capture``).
+    The other keywords are ``gradviz.core.trace.tracer.trace``'s; returns a ``TracedGraph``."""
+    from torch import nn
+
     from gradviz.core.trace.tracer import trace as core_trace
 
-    return TracedGraph(core_trace(source, model, **kwargs))
+    if isinstance(source, nn.Module):
+        if "inputs" not in kwargs:
+            raise TypeError(f"gradviz.trace({type(source).__name__}): give its forward's inputs, "
+                            "trace(model, inputs=(x,)), or trace a loss: trace(loss, model=model)")
+        loss, cap = _module_forward(source, kwargs.pop("inputs"))
+        return TracedGraph(core_trace(loss, source, capture=cap, **kwargs))
+    return TracedGraph(core_trace(_script_of(source, kwargs), model, **kwargs))
+
+
+def check(source: Any, steps: int = 0, **kwargs: Any) -> list:
+    """The gradient health checklist (``gradviz check``) on what the command line takes: a script path,
+    ``"pkg.mod:callable"`` with ``inputs=``, a ``.pt2``, ``"@sample"``. A loss tensor or a model object is
+    refused with what to pass instead: the checklist re-runs the forward, so it needs what builds the model."""
+    import torch
+    from torch import nn
+
+    from gradviz.core.diagnosis import check as core_check
+
+    if isinstance(source, (torch.Tensor, nn.Module)):
+        what = "a loss tensor" if isinstance(source, torch.Tensor) else f"a {type(source).__name__} object"
+        raise TypeError(f"gradviz.check got {what}: the checklist re-runs forward and backward many times, so it "
+                        "needs what builds the model — a script path, 'pkg.mod:callable' with inputs=[...], a .pt2 "
+                        "or '@sample'. For the graph of a model you hold, use gradviz.trace(loss, model=model) "
+                        "or gradviz.trace(model, inputs=(x,))")
+    return core_check(_script_of(source, kwargs), steps, **kwargs)
 
 
 def show(loss_or_graph: Any, model: Any = None, collapse: Any = "auto", theme: str = "light",
          **trace_options: Any) -> GraphPicture:
-    """Display a graph inline: a traced graph, or a loss tensor / script path traced first."""
+    """Display a graph inline: a traced graph, or anything ``trace`` takes, traced first."""
     graph = loss_or_graph if isinstance(loss_or_graph, nx.DiGraph) else trace(loss_or_graph, model, **trace_options)
     return GraphPicture(graph, collapse, theme)

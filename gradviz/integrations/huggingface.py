@@ -3,7 +3,8 @@
     trainer = Trainer(model=model, args=args, train_dataset=data,
                       callbacks=[GradvizCallback("runs/exp.gvrun", every=10)])
 
-One row per optimizer step: recorded in ``on_pre_optimizer_step``, after the last micro-batch's
+One row per optimizer step, numbered as the Trainer numbers it (from 1, ``state.global_step`` after the
+step; its logs and checkpoints use the same numbers): recorded in ``on_pre_optimizer_step``, after the last micro-batch's
 backward (gradient accumulation: the gradients of the whole step) and the all-reduce under DDP.
 The Trainer clips gradients to ``max_grad_norm`` (default 1.0) *before* that callback, so the
 gradient norms recorded are the clipped ones the optimizer steps with; the callback says so once
@@ -70,7 +71,9 @@ class GradvizCallback(TrainerCallback):
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if self.watch is None:
             return
-        self.watch.step(self._step_loss(args))
+        # numbered as the Trainer numbers it (state.global_step counts the steps done: this one is the next,
+        # from 1), so a run's steps line up with the Trainer's logs and checkpoints
+        self.watch.step(self._step_loss(args), step=state.global_step + 1)
 
     def on_train_end(self, args, state, control, **kwargs):
         self.close()

@@ -136,9 +136,26 @@ def _holds(path: Path, text: str) -> bool:
         return False
 
 
+def sample_path(text: str) -> str:
+    """``@NAME``: the path of the sample shipped with gradviz (a ScriptError names the samples there are)."""
+    from gradviz.resources import sample, samples_dir
+
+    found = sample(text[1:])
+    if found is None:
+        folder = samples_dir()
+        names = sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.py")
+                       if not p.name.startswith("_")) if folder else []
+        raise ScriptError(f"{text}: no such sample" + (f" (samples: {', '.join('@' + n for n in names[:12])}"
+                                                       f"{', ...' if len(names) > 12 else ''})" if names else ""))
+    return str(found)
+
+
 def model_source(text: str, inputs: list[str] | None = None, loss: str | None = None,
                  weights: str | None = None, config: str | dict | None = None) -> tuple[str, str | None]:
-    """The model script to open for ``text`` (a script, ``pkg.mod:callable`` or a ``.pt2``), and what was invented."""
+    """The model script to open for ``text`` (a script, ``pkg.mod:callable``, a ``.pt2``, or ``@NAME``: a sample
+    shipped with gradviz, e.g. ``@mlp_digits``, ``@bugs/detach``), and what was invented."""
+    if text.startswith("@"):
+        text = sample_path(text)
     path = Path(text).expanduser()
     weights = str(Path(weights).expanduser().resolve()) if weights else None
     if path.suffix.lower() == ".py" or (path.exists() and path.suffix.lower() not in PROGRAM_SUFFIXES):
