@@ -58,7 +58,7 @@ def test_trace_a_program_like_the_cli(project):
     from apipkg import mlp
     model = mlp()
     x = torch.randn(4, 6)
-    torch.export.save(torch.export.export(model, (x,)), project / "net.pt2")
+    torch.export.save(torch.export.export(model, (x,), strict=False), project / "net.pt2")   # torch 2.6: strict export trips on PySide
     graph = gradviz.trace(str(project / "net.pt2"))
     model(x).float().sum().backward()
     assert graph.nodes["param:0.weight"]["grad_norm"] == pytest.approx(model[0].weight.grad.norm().item(), rel=1e-5)
