@@ -160,3 +160,19 @@ def test_retie_leaves_separate_tensors_alone():
     lin[1].weight = torch.nn.Parameter(lin[0].weight.data)      # two objects over one storage
     assert tie_groups(lin) == [["0.weight", "1.weight"]]
     assert retie(lin) == [["0.weight", "1.weight"]] and lin[1].weight is lin[0].weight
+
+
+def test_a_recorded_run_counts_a_tie_once(project, tmp_path):
+    """The global norm of a tied GPT-2 is over its parameters (the tie once), as clip_grad_norm_ computes it."""
+    import gradviz
+
+    _, _, tinyhf = project
+    model = tinyhf.gpt2()
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
+    with gradviz.watch(model, tmp_path / "tied.gvrun", every=1) as w:
+        model(ids, labels=ids).loss.backward()
+        w.step(1.0)
+    run = gradviz.open_run(tmp_path / "tied.gvrun")
+    assert "lm_head.weight" not in run.param_names and "transformer.wte.weight" in run.param_names
+    once = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]).item()
+    assert run.grad_norm[0] == pytest.approx(once, rel=1e-5)
