@@ -108,3 +108,32 @@ def test_hf_and_lightning_record_the_same_norms(tmp_path):
         assert (a["grad_norm"] > 10 * MAX_NORM).all()
         np.testing.assert_allclose(a["grad_norms"], b["grad_norms"], rtol=1e-4, atol=1e-7)
         np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("strategy", ["host", "device"])
+@pytest.mark.parametrize("updates", [False, True])
+def test_step_stats_take_norms_measured_before_a_clip(strategy, updates):
+    from torch import nn
+
+    from gradviz.core.stats.steps import StepStats, step_columns
+
+    torch.manual_seed(0)
+    net = nn.ModuleDict({"used": nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 2)),
+                         "unused": nn.Linear(3, 3)})                        # no gradient: None in the norms
+    net["used"](torch.randn(5, 4)).pow(2).sum().backward()
+    raw = [None if p.grad is None else p.grad.norm() for p in net.parameters()]
+    total = torch.nn.utils.clip_grad_norm_(net.parameters(), MAX_NORM)     # torch's clip, as the Trainer's
+    clipped = [np.nan if p.grad is None else p.grad.norm().item() for p in net.parameters()]
+    stats = StepStats(net.named_parameters(), strategy=strategy)
+    stats.grads_ready(updates=updates)
+    weights_before = step_columns([stats.numbers()])["weight_norms"]
+    assert stats.use_grad_norms(raw, MAX_NORM)
+    cols = step_columns([stats.numbers()])
+    np.testing.assert_allclose(cols["param_norms"][0], [np.nan if t is None else t.item() for t in raw], rtol=1e-6)
+    np.testing.assert_allclose(cols["grad_norm"][0], total.item(), rtol=1e-6)
+    np.testing.assert_allclose(cols["param_norms_clipped"][0], clipped, rtol=1e-5)
+    np.testing.assert_array_equal(cols["weight_norms"], weights_before)
+    # norms that miss a gradient present now are refused: the measured (clipped) norms stay
+    stats.grads_ready(updates=updates)
+    assert not stats.use_grad_norms([None] + raw[1:], MAX_NORM)
+    np.testing.assert_allclose(step_columns([stats.numbers()])["param_norms"][0], clipped, rtol=1e-5)
