@@ -148,8 +148,17 @@ def prepare_copy(script: ModelScript, model: nn.Module | None = None, *, seed: i
         copy_ = script.new_model()
     else:
         copy_ = copy.deepcopy(model)
-    copy_.to(dtype)
     notes = []
+    fixed = traced_dtypes(copy_)
+    if fixed and dtype not in fixed:
+        # an fx graph (a torch.export program's module) holds its dtypes as constants (``.to(float32)``,
+        # dtype asserts): recast, it fails or computes in float32 anyway. Checked as it was traced, with the
+        # low-precision tolerances (the first forward finds the lowest precision: _set_precision)
+        dtype = min(fixed, key=lambda d: torch.finfo(d).bits)
+        notes.append(f"the model is a traced graph (a torch.export program) whose operations fix their dtypes "
+                     f"({', '.join(sorted(str(d).replace('torch.', '') for d in fixed))}): checked in "
+                     f"{str(dtype).replace('torch.', '')}, not float64")
+    copy_.to(dtype)
     dropped = [n or type(copy_).__name__ for n, m in copy_.named_modules() if isinstance(m, DROPOUT_TYPES)]
     for n, m in copy_.named_modules():
         if isinstance(m, DROPOUT_TYPES):
@@ -173,6 +182,28 @@ def prepare_copy(script: ModelScript, model: nn.Module | None = None, *, seed: i
         return t
 
     return copy_, tuple(cast(t) for t in inputs), cast(targets), notes
+
+
+def traced_dtypes(model: nn.Module) -> set[torch.dtype]:
+    """The floating dtypes written into the operations of an fx graph module (empty for a Python model)."""
+    graph = getattr(model, "graph", None) if isinstance(model, torch.fx.GraphModule) else None
+    if graph is None:
+        return set()
+    found: set[torch.dtype] = set()
+
+    def visit(value: Any) -> None:
+        if isinstance(value, torch.dtype) and value.is_floating_point:
+            found.add(value)
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+    for node in graph.nodes:
+        visit(node.args)
+        visit(node.kwargs)
+    return found
 
 
 class _FirstForward(CustomCallRecorder):

@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import nn
 
+from gradviz.core.runtime.ties import tie_groups
 from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_params
 from gradviz.core.diagnosis.probe import Probe
@@ -53,6 +54,10 @@ def unreachable_findings(probe: Probe) -> list[Finding]:
     model = probe.model
     cap = probe.capture
     missing = [n for n, p in model.named_parameters() if p.requires_grad and n not in probe.reached]
+    # a parameter over the same bytes as one backward reached (two Parameter objects, one storage) is reached
+    # through its twin: its values train with the twin's gradient (core/runtime/ties.py)
+    twins = {name: group for group in tie_groups(model) for name in group}
+    missing = [n for n in missing if not any(t in probe.reached for t in twins.get(n, ()))]
     if not missing or cap is None:
         return []
     modules = dict(model.named_modules())
