@@ -215,6 +215,21 @@ class Watch:
     def n_steps(self) -> int:
         return self._step
 
+    def set_loop_findings(self, findings: list[dict]) -> None:
+        """Store the loop doctor's findings (``gradviz.core.loop``) in the meta: written with the next
+        commit (within ``commit_seconds``) and at close, like the rows."""
+        if self._closed:
+            return
+        try:
+            self._writer.set_meta("loop_findings", findings)
+        except RecordError:                   # the writer's failure: the next w.step raises it
+            log.debug("gradviz.watch: storing the loop findings failed", exc_info=True)
+
+    def set_info(self, key: str, value: Any) -> None:
+        """Store ``value`` (JSON) under ``key`` in the meta: what ``gradviz run`` found out about the script."""
+        if not self._closed:
+            self._writer.set_meta(key, value)
+
     def step(self, loss: Any = None, *, step: int | None = None) -> int:
         """Record the step whose backward just ran; returns its step number."""
         if self._closed:
