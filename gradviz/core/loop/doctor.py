@@ -27,6 +27,7 @@ CUDA's allocated bytes after checked steps, where CUDA is in use.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import traceback
@@ -190,12 +191,12 @@ class LoopDoctor:
         self._check_lr(optimizer, step)
         if self._stale:
             self._confirm_not_cleared(optimizer)
-        if not self._due(step):
-            return
-        for group in optimizer.param_groups:
+        for group in optimizer.param_groups:        # every step: a frozen parameter is found the step it moves
             for p in group["params"]:
                 if not p.requires_grad and p.grad is not None:
                     self._frozen_before[id(p)] = (p, p.detach().clone())
+        if not self._due(step):
+            return
         if step >= 1:
             self._check_not_in_optimizer(step)
 
@@ -330,15 +331,22 @@ class LoopDoctor:
         except (RuntimeError, AttributeError):   # a node that takes no hooks: not counted
             self._graph_freed(it)
             return
-        old = sorted(s for s, n in self._alive.items() if n > 0 and s < it - 1)
-        if len(old) >= 2:
-            prev = self._found.get("graph-kept-alive")
-            if prev is None or prev.data.get("n_steps", 0) < len(old):
+        old = self._old_alive(it)
+        prev = self._found.get("graph-kept-alive")
+        if len(old) >= 2 and (prev is None or len(old) >= 2 * prev.data.get("n_steps", 0)):
+            # a graph in a reference cycle (a hook closure's) waits for the cycle collector: only what
+            # survives a full collection is kept by the loop (done when the finding would be new or double)
+            gc.collect()
+            old = self._old_alive(it)
+            if len(old) >= 2:
                 self._add(loop_finding(
                     "graph-kept-alive", f"The graphs of {len(old)} earlier checked steps (steps {old[0]}-{old[-1]}) "
                     f"are still alive at step {it}: something keeps each step's loss, or a tensor made from it, "
                     "with its grad_fn (total += loss and kin)", step=old[0],
                     data={"n_steps": len(old), "steps": old[-20:]}))
+
+    def _old_alive(self, it: int) -> list[int]:
+        return sorted(s for s, n in self._alive.items() if n > 0 and s < it - 1)
 
     def _graph_freed(self, it: int) -> None:
         n = self._alive.get(it, 0) - 1
