@@ -88,3 +88,15 @@ def test_steps_stops_cleanly_and_the_scripts_finally_runs(tmp_path, monkeypatch)
     assert marker.read_text() == "ok"
     info = summarize(open_ranks(out))
     assert info["ranks"][0]["steps"] == 7 and info["ranks"][0]["status"] == "closed"
+
+
+def test_gan_two_optimizers_healthy_and_the_choice_stated(tmp_path, monkeypatch):
+    """pytorch/examples dcgan's loop: G's backward adds to D's gradients after D's step (D zeroes them before
+    its own next step): not grad-not-cleared; D's two backwards are not accumulation of one loss."""
+    status, found, rank = record(tmp_path, monkeypatch, "dcgan_loop", fixed=False)
+    assert status == 0
+    assert not [f for f in found if f["code"] in LOOP_CODES - {"grad-accumulation"}], found
+    with open_ranks(tmp_path / "dcgan_loop0.gvrun")[0] as r:
+        models = r.meta["loop_models"]
+    assert [m["optimizer"] for m in models] == ["Adam", "Adam"] and [m["recorded"] for m in models] == [True, False]
+    assert rank["steps"] == 15

@@ -14,7 +14,7 @@ The mechanisms: ``grad-not-cleared`` -- after a checked step each parameter's ``
 weak reference with its version counter; at the next iteration's first backward, the same tensor at
 the same version was not zeroed (``zero_grad`` sets None or bumps the version), so the backward adds
 to the last step's gradient; several backwards between two steps are accumulation on purpose
-(``grad-accumulation`` when the loss is not scaled). ``graph-reused`` -- a checked backward tags its
+(the same backward line run several times; ``grad-accumulation`` when the loss is not scaled). ``graph-reused`` -- a checked backward tags its
 nodes with the iteration (``graph_marks``); an input of a module, or a later backward, that reaches a
 node of an earlier iteration carries that graph (before torch's "backward through the graph a second
 time" error, which then confirms it). ``graph-kept-alive`` -- a token hooked on each checked loss's
@@ -75,6 +75,7 @@ class LoopDoctor:
         self._micro: list[int] = []                    # backwards per step (recent)
         self._scaled: list[bool] = []                  # each backward's loss scaled (div/mul) since the last step
         self._loss_sum: Any = None
+        self._lines: list[str | None] = []             # the user's line of each backward of a checked step
         self._grad_snap: list[tuple[torch.Tensor, weakref.ref, int, int]] = []
         self._stale: dict[int, tuple] = {}           # id(parameter) -> its gradient not cleared (see _check_cleared)
         self._total_backwards = 0
@@ -162,6 +163,9 @@ class LoopDoctor:
             loss = root.detach()
             self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
         self._scaled.append(type(fn).__name__.startswith(("DivBackward", "MulBackward")))
+        if self._due(it):
+            where = where_user_code_is(sys._getframe(1))
+            self._lines.append(where[0] if where else None)
         if self._grad_snap:
             self._check_cleared(it)
         walk = None
@@ -223,9 +227,10 @@ class LoopDoctor:
             self._forward_hook(True)       # the next forward: do module inputs come from this graph?
 
     def _end_of_step(self, step: int) -> None:
-        micro, scaled = self._backwards, self._scaled
-        self._backwards, self._scaled = 0, []
-        if micro <= 1:
+        micro, scaled, lines = self._backwards, self._scaled, self._lines
+        self._backwards, self._scaled, self._lines = 0, [], []
+        # micro-batches: the same backward line run several times (a GAN's D sums two different losses)
+        if micro <= 1 or len(lines) != micro or len(set(lines)) != 1 or lines[0] is None:
             return
         self._micro.append(micro)
         if len(self._micro) >= 2 and "grad-accumulation" not in self._found and not any(scaled):
