@@ -61,7 +61,7 @@ class _Token:
 
 
 class LoopDoctor:
-    def __init__(self, every: int = 10, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(self, every: int = 10, on_change: Callable[[], Any] | None = None) -> None:
         self.every = max(1, int(every or 10))
         self.on_change = on_change
         self.closed = False
@@ -109,6 +109,11 @@ class LoopDoctor:
     @property
     def optimizers(self) -> list[torch.optim.Optimizer]:
         return [o for o in (r() for r in self._optimizers.values()) if o is not None]
+
+    def wants(self, step: int) -> bool:
+        """Whether the backwards of ``step`` are to be seen: a checked step, or the one after it (the
+        gradients it must find cleared, the inputs that must not come from its graph)."""
+        return self._due(step) or self._due(step - 1) or self._reuse_candidate
 
     def take_loss(self) -> Any:
         """The sum of the losses backpropagated since the last call (detached), or None."""
@@ -429,6 +434,9 @@ class LoopDoctor:
         self._found[finding.code] = finding
         if self.on_change is not None:
             try:
-                self.on_change()
+                # (a WeakMethod: the watch that owns this doctor is not kept alive by it)
+                call = self.on_change() if isinstance(self.on_change, weakref.WeakMethod) else self.on_change
+                if call is not None:
+                    call()
             except Exception:     # noqa: BLE001 - storing the finding must not break the user's loop
                 log.warning("gradviz: storing a loop finding failed", exc_info=True)

@@ -114,7 +114,7 @@ class ScriptRecorder:
                 self.doctor.add_model(m, prefix=f"{type(m).__name__}:")
         self.doctor.add_model(self.model)
         self.optimizer = weakref.ref(optimizer)
-        self.watch = Watch(self.model, self.path, every=self.every or None, optimizer=optimizer)
+        self.watch = Watch(self.model, self.path, every=self.every or None, optimizer=optimizer, loop=False)
         self._recorded_info = self._describe(optimizer, recorded=True)
         self.watch.set_info("loop_models", self.loop_models())
         self._store()
@@ -160,7 +160,7 @@ class ScriptRecorder:
         """No optimizer ever stepped: the run file holds the model seen (if any) and the findings."""
         models = [m for m in (r() for r in self._top) if m is not None and any(True for _ in m.parameters())]
         self.model = models[0] if models else nn.Module()
-        self.watch = Watch(self.model, self.path, every=None)
+        self.watch = Watch(self.model, self.path, every=None, loop=False)
         self.watch.set_info("loop_models", [])
 
     def _store(self) -> None:
