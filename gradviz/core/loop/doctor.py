@@ -17,9 +17,10 @@ to the last step's gradient; several backwards between two steps are accumulatio
 (the same backward line run several times; ``grad-accumulation`` when the loss is not scaled). ``graph-reused`` -- a checked backward tags its
 nodes with the iteration (``graph_marks``); an input of a module, or a later backward, that reaches a
 node of an earlier iteration carries that graph (before torch's "backward through the graph a second
-time" error, which then confirms it). ``graph-kept-alive`` -- a token hooked on each checked loss's
-node dies with the node: tokens of steps before the last one still alive are graphs kept by the
-loop. ``frozen-but-updated`` -- parameters with ``requires_grad=False`` that an optimizer holds with a
+time" error, which then confirms it). ``graph-kept-alive`` -- a token hooked on the loss's node of the
+steps 1, 2 and every ``every``-th + 1 (never a node-norm sampled step: the sampler's hooks leave that
+graph to the cycle collector) dies with the node: tokens of steps before the last one still alive are
+graphs kept by the loop. ``frozen-but-updated`` -- parameters with ``requires_grad=False`` that an optimizer holds with a
 ``.grad`` are copied before its step and compared after. ``not-in-optimizer``, ``lr-zero``: from the
 optimizers' parameter groups. ``lr-schedule``: torch's own warning that ``lr_scheduler.step()`` came
 before ``optimizer.step()`` (seen through ``warnings.showwarning``, chained). ``memory-growing``:
@@ -27,7 +28,6 @@ CUDA's allocated bytes after checked steps, where CUDA is in use.
 """
 from __future__ import annotations
 
-import gc
 import logging
 import sys
 import traceback
@@ -185,7 +185,9 @@ class LoopDoctor:
             if walk is not None and walk.old:
                 self._reused_in_backward(walk, it, crashed=True)
             raise
-        if walk is not None:
+        if it % self.every and (it < ALWAYS_CHECKED or it % self.every == 1):
+            # not on the node-norm sampled steps (multiples of every): the sampler's hooks put their graph
+            # in a reference cycle that only the cycle collector frees, which is no leak of the loop's
             self._hook_token(fn, it)
 
     # -- optimizer hooks ---------------------------------------------------------
@@ -343,17 +345,12 @@ class LoopDoctor:
             return
         old = self._old_alive(it)
         prev = self._found.get("graph-kept-alive")
-        if len(old) >= 2 and (prev is None or len(old) >= 2 * prev.data.get("n_steps", 0)):
-            # a graph in a reference cycle (a hook closure's) waits for the cycle collector: only what
-            # survives a full collection is kept by the loop (done when the finding would be new or double)
-            gc.collect()
-            old = self._old_alive(it)
-            if len(old) >= 2:
-                self._add(loop_finding(
-                    "graph-kept-alive", f"The graphs of {len(old)} earlier checked steps (steps {old[0]}-{old[-1]}) "
-                    f"are still alive at step {it}: something keeps each step's loss, or a tensor made from it, "
-                    "with its grad_fn (total += loss and kin)", step=old[0],
-                    data={"n_steps": len(old), "steps": old[-20:]}))
+        if len(old) >= 2 and (prev is None or len(old) > prev.data.get("n_steps", 0)):
+            self._add(loop_finding(
+                "graph-kept-alive", f"The graphs of {len(old)} earlier checked steps (steps {old[0]}-{old[-1]}) "
+                f"are still alive at step {it}: something keeps each step's loss, or a tensor made from it, "
+                "with its grad_fn (total += loss and kin)", step=old[0],
+                data={"n_steps": len(old), "steps": old[-20:]}))
 
     def _old_alive(self, it: int) -> list[int]:
         return sorted(s for s, n in self._alive.items() if n > 0 and s < it - 1)
