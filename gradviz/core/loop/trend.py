@@ -1,7 +1,7 @@
 """Pure functions over recorded steps: a loss that does not fall while the gradients are healthy.
 
-``flat_loss(steps, losses, grad_norms)``: over the last ``window`` recorded steps (at least
-``MIN_STEPS``), the least-squares slope of the loss against the step is not significantly below zero
+``flat_loss(steps, losses, grad_norms)``: over the whole run from its first recorded step (at least
+``MIN_STEPS``: a run that learnt and then converged has fallen, and is not flat), the least-squares slope of the loss against the step is not significantly below zero
 (its t statistic above -2: a fall smaller than its own noise) and the loss moved by under 1 % of its
 level, while the global gradient norm is finite, above 1e-6 and below 1e4 (the exploding and vanishing
 limits the other run findings use): the optimizer is stepping on real gradients and nothing is learnt.
@@ -15,10 +15,10 @@ T_LIMIT = -2.0
 HEALTHY = (1e-6, 1e4)
 
 
-def flat_loss(steps: np.ndarray, losses: np.ndarray, grad_norms: np.ndarray, window: int = 200) -> dict | None:
-    """The flat stretch's numbers (first and last step, loss change, median gradient norm), or None."""
+def flat_loss(steps: np.ndarray, losses: np.ndarray, grad_norms: np.ndarray) -> dict | None:
+    """The flat run's numbers (first and last step, loss at both ends, median gradient norm), or None."""
     ok = np.isfinite(losses) & np.isfinite(grad_norms)
-    steps, losses, grad_norms = steps[ok][-window:], losses[ok][-window:], grad_norms[ok][-window:]
+    steps, losses, grad_norms = steps[ok], losses[ok], grad_norms[ok]
     if len(steps) < MIN_STEPS:
         return None
     med = float(np.median(grad_norms))
