@@ -24,11 +24,13 @@ class Walk:
 
 def tag_graph(root_fn: Any, iteration: int) -> Walk:
     """Tag every node reachable from ``root_fn`` that has no tag with ``iteration``; report the nodes
-    tagged by an earlier iteration (not walked into: their graph was walked when it was made)."""
+    tagged by an earlier iteration (not walked into: their graph was walked when it was made).
+
+    The tag is also the walk's "seen" mark: the Python objects of a graph's nodes are made anew on each
+    access on some torch releases (2.6), so neither ``id()`` nor identity can tell two visits apart."""
     walk = Walk()
     if root_fn is None:
         return walk
-    seen = {id(root_fn)}
     stack = [(None, root_fn)]
     while stack:
         parent, fn = stack.pop()
@@ -36,19 +38,17 @@ def tag_graph(root_fn: Any, iteration: int) -> Walk:
             continue          # a leaf's AccumulateGrad: shared by every step's graph, not part of one
         meta = fn.metadata
         tag = meta.get(TAG)
-        if tag is not None and tag < iteration:
-            if len(walk.old) < 8:
+        if tag is not None:
+            if tag < iteration and len(walk.old) < 8:
                 walk.old.append((parent, fn, int(tag)))
-            continue
-        if tag is None:
-            meta[TAG] = iteration
+            continue          # tagged earlier, or already in this walk
+        meta[TAG] = iteration
         walk.nodes += 1
         if walk.nodes >= MAX_NODES:
             walk.truncated = True
             break
         for nxt, _ in fn.next_functions:
-            if nxt is not None and id(nxt) not in seen:
-                seen.add(id(nxt))
+            if nxt is not None:
                 stack.append((fn, nxt))
     return walk
 
@@ -60,17 +60,15 @@ def iteration_of(tensor: Any, near: int = 16) -> int | None:
     fn = getattr(tensor, "grad_fn", None)
     if fn is None:
         return None
-    found, queue, seen = None, [fn], {id(fn)}
-    while queue and len(seen) <= near:
+    found, queue, visited = None, [fn], 0
+    while queue and visited < near:
         node = queue.pop(0)
+        visited += 1
         if hasattr(node, "variable"):
             continue
         tag = node.metadata.get(TAG)
         if tag is not None:
             found = int(tag) if found is None else min(found, int(tag))
             continue
-        for nxt, _ in node.next_functions:
-            if nxt is not None and id(nxt) not in seen:
-                seen.add(id(nxt))
-                queue.append(nxt)
+        queue.extend(nxt for nxt, _ in node.next_functions if nxt is not None)
     return found
