@@ -67,9 +67,14 @@ def _loop_findings(run: "RunData") -> list[Finding]:
 
 
 def _loss_flat(run: "RunData") -> Finding | None:
-    """``loss-flat`` (``gradviz.core.loop.trend``): healthy gradient norms, a loss that does not fall."""
+    """``loss-flat`` (``gradviz.core.loop.trend``): healthy gradient norms, an optimizer that moves the
+    weights (update ratios recorded above 0), and a loss that does not fall."""
     s = run.steps
     given = s["loss_given"]
+    ratios = s["update_ratio"]
+    with np.errstate(invalid="ignore"):
+        if not (np.isfinite(ratios) & (ratios > 0)).any():
+            return None               # no optimizer step was seen moving the weights: nothing to expect
     flat = flat_loss(s["step"][given], s["loss"][given], s["grad_norm"][given])
     if flat is None:
         return None
