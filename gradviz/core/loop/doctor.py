@@ -17,7 +17,7 @@ to the last step's gradient; several backwards between two steps are accumulatio
 (the same backward line run several times; ``grad-accumulation`` when the loss is not scaled). ``graph-reused`` -- a checked backward tags its
 nodes with the iteration (``graph_marks``); an input of a module, or a later backward, that reaches a
 node of an earlier iteration carries that graph (before torch's "backward through the graph a second
-time" error, which then confirms it). ``graph-kept-alive`` -- a token hooked on the loss's node of the
+time" error, which then confirms it). ``graph-kept-alive`` -- a token kept in the ``metadata`` of the loss's node of the
 steps 1, 2 and every ``every``-th + 1 (never a node-norm sampled step: the sampler's hooks leave that
 graph to the cycle collector) dies with the node: tokens of steps before the last one still alive are
 graphs kept by the loop. ``frozen-but-updated`` -- parameters with ``requires_grad=False`` that an optimizer holds with a
@@ -28,6 +28,7 @@ CUDA's allocated bytes after checked steps, where CUDA is in use.
 """
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import traceback
@@ -53,11 +54,7 @@ ALWAYS_CHECKED = 3           # iterations 0, 1, 2: the bugs of the issue show fr
 
 
 class _Token:
-    """Hooked on a loss's node: it dies with the node (its finalizer says so). Called by a backward
-    that reaches that node again (a retained graph): it changes nothing."""
-
-    def __call__(self, *grads: Any) -> None:
-        return None
+    """Kept in a loss's ``node.metadata``: it dies with the node (its finalizer says so)."""
 
 
 class LoopDoctor:
@@ -335,16 +332,19 @@ class LoopDoctor:
                         return
 
     def _hook_token(self, fn: Any, it: int) -> None:
+        # in node.metadata (a dict the C++ node owns): released with the node on every supported torch
+        # (a hook would do on 2.13, but on 2.6 it keeps the node's Python object, and so the node, alive)
         token = _Token()
         self._alive[it] = self._alive.get(it, 0) + 1
         weakref.finalize(token, self._graph_freed, it)
-        try:
-            fn.register_prehook(token)
-        except (RuntimeError, AttributeError):   # a node that takes no hooks: not counted
-            self._graph_freed(it)
-            return
+        fn.metadata["gradviz_loop_alive"] = token
         old = self._old_alive(it)
         prev = self._found.get("graph-kept-alive")
+        if len(old) >= 2 and (prev is None or len(old) > prev.data.get("n_steps", 0)):
+            # a graph in a reference cycle (a hook's closure: the node-norm sampler's, a user's) waits for
+            # the cycle collector, which is no leak of the loop: the young generations (cheap) first
+            gc.collect(1)
+            old = self._old_alive(it)
         if len(old) >= 2 and (prev is None or len(old) > prev.data.get("n_steps", 0)):
             self._add(loop_finding(
                 "graph-kept-alive", f"The graphs of {len(old)} earlier checked steps (steps {old[0]}-{old[-1]}) "
