@@ -9,7 +9,7 @@ Variants, each round in rotating order, each a block of ``--block`` timed steps 
 * ``plain``: the loop alone;
 * ``run``: under ``ScriptRecorder`` as ``gradviz run --every 10`` installs it (global module hooks until
   the model is found, the global optimizer post-hook that calls ``w.step``, the backward tap on every
-  backward for the loss, the loop doctor) -- started before the block and warmed by 5 untimed steps
+  backward for the loss, the loop doctor) -- started before the block and warmed by 30 untimed steps
   (the first steps, where the model is found and the doctor checks 0-2, are start-up, not the loop);
 * ``watch``: ``gradviz.watch(model, path, every=10, optimizer=opt)`` (loop doctor on, the default);
 * ``watch-noloop``: the same with ``loop=False`` (what the doctor adds to ``watch``).
@@ -39,7 +39,7 @@ if __package__ in (None, ""):
 from gradviz.core.record.recorder import watch  # noqa: E402
 from gradviz.core.record.script_recorder import ScriptRecorder  # noqa: E402
 
-WARM = 5
+WARM = 30
 
 
 def make():

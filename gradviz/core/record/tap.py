@@ -68,7 +68,12 @@ def _offer(owners: list[weakref.ref], root: Any, backward: Callable[[], Any]) ->
                 return
         result[0] = backward()
 
-    run(0)
+    try:
+        run(0)
+    finally:
+        # ``run`` refers to itself through its closure cell: a reference cycle holding ``root`` (the loss,
+        # and so its graph) until the cycle collector runs. Clearing the cell frees the graph at once.
+        del run
     return result[0]
 
 
