@@ -17,6 +17,12 @@ Variants, each round in rotating order, each a block of ``--block`` timed steps 
 The printed ratio is the median over rounds of variant-block time / plain-block time, with quartiles.
 Target (#26): ``run`` <= 1.05x at --every 10. ``--clock cpu`` (default): this thread's CPU time, robust on
 a shared machine (the background commit thread is not counted, as in bench_record.py).
+
+#26, first measurement (2026-12-02, torch 2.13 CPU, one thread, 15 rounds x 100 steps, a 2-core machine
+shared by seven sessions: bench_record.py's own every=10 read 1.175x there, against 1.02-1.04x quiet):
+plain step 0.61-0.72 ms; run 1.47-1.50x, watch (loop doctor on) 1.45-1.52x, watch-noloop 1.29-1.35x,
+quartiles +-0.2-0.3. The 1.05x target is NOT shown by these numbers: they need a quiet machine, and the
+doctor's share (watch vs watch-noloop, ~0.15x here) is the part to bring down.
 """
 from __future__ import annotations
 
