@@ -9,7 +9,7 @@ Variants, each round in rotating order, each a block of ``--block`` timed steps 
 * ``plain``: the loop alone;
 * ``run``: under ``ScriptRecorder`` as ``gradviz run --every 10`` installs it (global module hooks until
   the model is found, the global optimizer post-hook that calls ``w.step``, the backward tap on every
-  backward for the loss, the loop doctor) -- started before the block and warmed by 30 untimed steps
+  backward for the loss, the loop doctor) -- started before the block and warmed by 100 untimed steps
   (the first steps, where the model is found and the doctor checks 0-2, are start-up, not the loop);
 * ``watch``: ``gradviz.watch(model, path, every=10, optimizer=opt)`` (loop doctor on, the default);
 * ``watch-noloop``: the same with ``loop=False`` (what the doctor adds to ``watch``).
@@ -21,7 +21,8 @@ a shared machine (the background commit thread is not counted, as in bench_recor
 #26, first measurement (2026-12-02, torch 2.13 CPU, one thread, 15 rounds x 100 steps, a 2-core machine
 shared by seven sessions: bench_record.py's own every=10 read 1.175x there, against 1.02-1.04x quiet):
 plain step 0.61-0.72 ms; run 1.47-1.50x, watch (loop doctor on) 1.45-1.52x, watch-noloop 1.29-1.35x,
-quartiles +-0.2-0.3. The 1.05x target is NOT shown by these numbers: they need a quiet machine, and the
+quartiles +-0.2-0.3 (30 warm-up steps); with 100 warm-up steps (past the update-ratio cadence's first
+re-plan), 12 rounds x 200 steps: plain 0.46 ms, run 1.44x, watch 1.35x, watch-noloop 1.23x. The 1.05x target is NOT shown by these numbers: they need a quiet machine, and the
 doctor's share (watch vs watch-noloop, ~0.15x here) is the part to bring down.
 """
 from __future__ import annotations
@@ -45,7 +46,7 @@ if __package__ in (None, ""):
 from gradviz.core.record.recorder import watch  # noqa: E402
 from gradviz.core.record.script_recorder import ScriptRecorder  # noqa: E402
 
-WARM = 30
+WARM = 100
 
 
 def make():
