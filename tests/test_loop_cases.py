@@ -67,6 +67,7 @@ def test_zero_grad_once_names_every_parameter(tmp_path, monkeypatch):
     _, found, _ = record(tmp_path, monkeypatch, "zero_grad_once", fixed=False)
     f = next(f for f in found if f["code"] == "grad-not-cleared")
     assert set(f["params"]) == {"0.weight", "0.bias", "2.weight", "2.bias"} and f["data"]["step"] == 1
+    assert f["location"].endswith("zero_grad_once.py:18")          # the loss.backward() that adds to them
 
 
 def test_frozen_is_not_called_vanishing(tmp_path, monkeypatch):

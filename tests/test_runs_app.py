@@ -295,3 +295,6 @@ def test_run_a_training_script_from_the_run_menu(win, tmp_path, qtbot):
         os.environ["PYTHONPATH"] = env_path
     assert win.document.run["steps"] == 12
     assert any(f["code"] == "grad-not-cleared" for f in panel.findings), panel.findings
+    # the loop's findings are the document's findings too: the Diagnosis dock shows them, with the line
+    loop = win.document.findings["findings"]
+    assert [f["code"] for f in loop] == ["grad-not-cleared"] and loop[0]["location"].endswith("zero_grad_once.py:18")

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from gradviz.app.contract import RunsHost
 from gradviz.app.runs.panel import RunPanel
+from gradviz.core.loop.advice import SEVERITY as LOOP_SEVERITY
 from gradviz.core.record.schema import FILE_FILTER, RecordError
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 __all__ = ["install", "open_run_file", "RunPanel", "RUN_SUFFIXES"]
 
 RUN_SUFFIXES = (".gvrun", ".sqlite", ".db")
+LOOP_CODES = frozenset(LOOP_SEVERITY)
 
 
 def install(host: RunsHost) -> RunPanel:
@@ -91,6 +93,9 @@ def open_run_file(host: RunsHost, panel: RunPanel, path: str | Path) -> bool:
         return False
     panel.dock.show()
     panel.dock.raise_()
+    loop = [f for f in info["findings"] if f.get("code") in LOOP_CODES]
+    if loop:       # the training loop's own bugs: the Diagnosis dock too, each with its line (gradviz.core.loop)
+        doc.set_findings({"findings": loop, "seconds": 0.0, "source": "run"})
     doc.run.update(run_file=str(doc.path), ranks=[r["rank"] for r in info["ranks"]],
                    steps=info["ranks"][0]["steps"] if info["ranks"] else 0)
     if doc.graph is None and not panel.node_steps:

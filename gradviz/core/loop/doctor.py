@@ -253,10 +253,14 @@ class LoopDoctor:
         """The first backward after checked steps: gradients still the last step's (same tensor, same
         version) become candidates; the optimizer's next step confirms them (``_confirm_not_cleared``)."""
         snap, self._grad_snap = self._grad_snap, []
+        where = None
         for p, ref, version, opt in snap:
             g = p.grad
             if g is not None and g is ref() and g._version == version:
-                self._stale[id(p)] = (p, ref, version, self._total_backwards - 1, opt, it)
+                if where is None:         # the backward that adds to the stale gradients: the user's line
+                    found = where_user_code_is(sys._getframe(1))
+                    where = found[0] if found else ""
+                self._stale[id(p)] = (p, ref, version, self._total_backwards - 1, opt, it, where or None)
 
     def _confirm_not_cleared(self, optimizer: torch.optim.Optimizer) -> None:
         """Before ``optimizer`` steps: a candidate of its still the same tensor, whose version rose by no
@@ -267,22 +271,22 @@ class LoopDoctor:
         mine = [k for k, v in self._stale.items() if v[4] == key]
         kept = []
         for k in mine:
-            p, ref, version, at, _, it = self._stale.pop(k)
+            p, ref, version, at, _, it, where = self._stale.pop(k)
             g = p.grad
             if g is not None and g is ref() and g._version - version <= self._total_backwards - at:
-                kept.append((p, g, it))
+                kept.append((p, g, it, where))
         if not kept or "grad-not-cleared" in self._found:
             return
-        nonzero = [p for p, g, _ in kept if bool(g.detach().ne(0).any())]
+        nonzero = [p for p, g, _, _ in kept if bool(g.detach().ne(0).any())]
         if not nonzero:
             return
         params = [self._name(p, i) for i, p in enumerate(nonzero)]
-        where = where_user_code_is(sys._getframe(2))
+        where = kept[0][3]
         self._add(loop_finding(
             "grad-not-cleared", f"Gradients are not cleared between optimizer steps: the backward after step "
             f"{kept[0][2] - 1} added to the last step's .grad of {len(params)} parameter(s) ({names_text(params)}), "
             "and the next step applied the sum", step=kept[0][2], params=params,
-            location=where[0] if where else None, data={"n_params": len(params)}))
+            location=where, data={"n_params": len(params)}))
 
     def _reused_in_backward(self, walk: graph_marks.Walk, it: int, crashed: bool) -> None:
         tag = min(t for _, _, t in walk.old)
