@@ -14,7 +14,7 @@ import sys
 from gradviz.cli.display import prepare_display
 from gradviz.cli.arg_types import OneLineParser, window_size
 from gradviz.cli.meta_flag import add_meta_argument
-from gradviz.cli.options import USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
+from gradviz.cli.options import SCRIPT_ONLY_COMMANDS, USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
 from gradviz.core.runtime.errors import GradvizError
 from gradviz.cli.say import say
 
@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "check": "gradviz.cli.check_cmd",
     "gradcheck": "gradviz.cli.gradcheck_cmd",
     "train": "gradviz.cli.train_cmd",
+    "run": "gradviz.cli.run_cmd",
     "runs": "gradviz.cli.runs_cmd",
     "native": "gradviz.cli.native_cmd",
     "attribute": "gradviz.cli.attribute_cmd",
@@ -50,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         importlib.import_module(module_name).add_parser(sub)
-        add_common_options(sub.choices[name], runs_user_code=name in USER_CODE_COMMANDS)
+        add_common_options(sub.choices[name], runs_user_code=name in USER_CODE_COMMANDS,
+                           takes_models=name not in SCRIPT_ONLY_COMMANDS)
     return parser
 
 

@@ -18,10 +18,12 @@ from gradviz.core.runtime.paths import PathError, check_length, require_regular_
 from gradviz.cli.arg_types import MAX_SECONDS, real
 from gradviz.cli.say import say
 
-__all__ = ["USER_CODE_COMMANDS", "UsageError", "add_common_options", "prepare", "configure_logging"]
+__all__ = ["USER_CODE_COMMANDS", "SCRIPT_ONLY_COMMANDS", "UsageError", "add_common_options", "prepare", "configure_logging"]
 
 # the commands that import and run a user's script (they get --timeout and the guard's stdout routing)
-USER_CODE_COMMANDS = ("export", "check", "gradcheck", "train", "attribute")
+USER_CODE_COMMANDS = ("export", "check", "gradcheck", "train", "attribute", "run")
+# of those, the ones that run a whole script as it is (no model from a callable or a .pt2: no --input/--loss)
+SCRIPT_ONLY_COMMANDS = ("run",)
 # argument names that hold paths of files gradviz reads or writes; and those that may (a file, or
 # something else: a PACKAGE.MODULE:CALLABLE, a number)
 PATH_ARGS = ("output", "weights")
@@ -34,14 +36,15 @@ class UsageError(GradvizError):
     """A command-line value that cannot work (exit 2, before anything runs)."""
 
 
-def add_common_options(parser: argparse.ArgumentParser, runs_user_code: bool, opens_models: bool = False) -> None:
+def add_common_options(parser: argparse.ArgumentParser, runs_user_code: bool, opens_models: bool = False,
+                       takes_models: bool = True) -> None:
     # SUPPRESS: a sub-command that does not see the flag must not reset one given before it
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="log what gradviz does (and the traceback of an internal error) on stderr")
     if runs_user_code:
         parser.add_argument("--timeout", type=real(0.0, MAX_SECONDS), default=None, metavar="SECONDS",
                             help="stop the script after SECONDS (exit 2, naming the line it was at)")
-    if runs_user_code or opens_models:
+    if (runs_user_code and takes_models) or opens_models:
         add_model_options(parser)
 
 
@@ -52,7 +55,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "build the model) or a torch.export program (.pt2); gradviz then invents the inputs and the loss")
     group.add_argument("--input", action="append", metavar="SHAPE[:DTYPE[:HIGH]]",
                        help="one per positional input: 1,3,224,224 (float32, standard normal), 2,16:long "
-                            "(token ids in [0, HIGH), default the smallest nn.Embedding)")
+                            "(token ids in [0, HIGH), default the model's input embedding)")
+    group.add_argument("--config", metavar="KEY=VALUE,...",
+                       help="build a model class from its configuration class with these overrides (transformers:"
+                            "GPT2LMHeadModel --config n_layer=2,n_embd=32); for another callable, its keyword arguments")
     group.add_argument("--loss", metavar="sum|mean|ce[:CLASSES]", help="the invented loss (default sum)")
     group.add_argument("--weights", metavar="FILE",
                        help="load a state_dict into the model (safetensors, or torch.load(weights_only=True))")
@@ -156,7 +162,7 @@ def resolve_model(args: argparse.Namespace) -> str | None:
         return None
     from gradviz.core.script.generated import model_source
 
-    args.script, note = model_source(script, args.input, args.loss, args.weights)
+    args.script, note = model_source(script, args.input, args.loss, args.weights, args.config)
     args.model_note = note
     args.model_name = script if note else None      # what the user named, for the commands' headers
     if note:
