@@ -229,8 +229,9 @@ def test_disk_full_surfaces_in_step(tmp_path):
             model.zero_grad()
             nn.functional.cross_entropy(model(x), y).backward()
             w.step(1.0)
-    w._closed = True
-    w._writer._abort()
+    with pytest.raises(RecordError, match="full"):     # closing cannot write the steps waiting either
+        w.close()
+    assert w.loop.closed                               # and the loop doctor's global hooks are gone
 
 
 def test_every_zero_and_plain_float_loss(tmp_path):

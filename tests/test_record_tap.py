@@ -159,3 +159,27 @@ def test_a_backward_raising_in_the_user_loop_is_the_users_error(tmp_path, fresh_
         w.step(out)
     with open_run(tmp_path / "e.gvrun") as r:
         assert r.n_steps() == 2 and np.isfinite(r.steps()["grad_norm"]).all()
+
+
+def test_a_watch_dropped_unclosed_leaves_no_hook_watching_later_optimizers(tmp_path, fresh_tap):
+    """The loop doctor's global optimizer hooks and its wait at the tap hold it weakly: a watch
+    garbage-collected without close() (a script that forgets it) takes them with it."""
+    import gc
+    import warnings
+
+    shown = warnings.showwarning
+    model = _model()
+    w = watch(model, tmp_path / "dropped.gvrun", every=0)
+    doctor = w.loop
+    assert tap._waiting                                   # the doctor waits for the first backward
+    seen = []
+    doctor._pre = lambda *a: seen.append("pre")           # what a live doctor would do at a step
+    del w, doctor
+    gc.collect()
+    assert tap._waiting == {}
+    other = nn.Linear(3, 2)
+    opt = torch.optim.SGD(other.parameters(), lr=0.1)
+    other(torch.randn(2, 3)).sum().backward()
+    opt.step()                                            # another model's optimizer: nobody watches it
+    assert seen == []
+    warnings.showwarning = shown                          # (the dead doctor's passes through to it)

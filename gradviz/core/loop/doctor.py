@@ -57,6 +57,20 @@ class _Token:
     """Kept in a loss's ``node.metadata``: it dies with the node (its finalizer says so)."""
 
 
+def _weakly(owner: Any, method: str, fallback: Callable | None = None) -> Callable:
+    """``owner.method`` through a weak reference (``fallback``, or nothing, once the owner is gone)."""
+    ref = weakref.ref(owner)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        target = ref()
+        if target is not None:
+            return getattr(target, method)(*args, **kwargs)
+        if fallback is not None:
+            return fallback(*args, **kwargs)
+        return None
+    return call
+
+
 class LoopDoctor:
     def __init__(self, every: int = 10, on_change: Callable[[], Any] | None = None) -> None:
         self.every = max(1, int(every or 10))
@@ -85,10 +99,13 @@ class LoopDoctor:
         self._walked = False                           # this iteration's backward tagged its graph
         self._fwd_handle = None
         self._memory: list[tuple[int, float]] = []
-        self._handles = [register_optimizer_step_pre_hook(self._pre),
-                         register_optimizer_step_post_hook(self._post)]
+        # torch's global hooks and warnings.showwarning hold the doctor weakly: a watch dropped without
+        # close() takes its doctor with it, never leaving hooks that watch every later optimizer
+        self._handles = [register_optimizer_step_pre_hook(_weakly(self, "_pre")),
+                         register_optimizer_step_post_hook(_weakly(self, "_post"))]
         self._showwarning = warnings.showwarning
-        warnings.showwarning = self._warning
+        self._shown_by = _weakly(self, "_warning", fallback=self._showwarning)
+        warnings.showwarning = self._shown_by
 
     # -- what the driver tells it --------------------------------------------
     def add_model(self, module: torch.nn.Module, prefix: str = "") -> None:
@@ -148,7 +165,7 @@ class LoopDoctor:
             h.remove()
         self._handles.clear()
         self._forward_hook(False)
-        if warnings.showwarning is self._warning:
+        if warnings.showwarning is self._shown_by:
             warnings.showwarning = self._showwarning
 
     # -- the backward tap's call ------------------------------------------------

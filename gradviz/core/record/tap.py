@@ -102,11 +102,29 @@ class _ModeTap(TorchFunctionMode):
 _MODES: dict[int, _ModeTap] = {}           # thread id -> the mode pushed there (slower path only)
 
 
+def _forget(ref: weakref.ref) -> None:
+    """An owner was garbage-collected while waiting: its entry goes, and the tap with the last one."""
+    for tid, owners in list(_waiting.items()):
+        owners[:] = [r for r in owners if r is not ref]
+        if not owners:
+            del _waiting[tid]
+            _undo_when_idle()
+
+
+def _undo_when_idle() -> None:
+    """No owner waits in any thread: torch's backward is its own again."""
+    if not _waiting:
+        try:
+            BACKWARD_TAP.undo()
+        except StillWrapped as exc:
+            log.debug("backward tap left installed (inert): %s", exc)
+
+
 class BackwardTap:
     """Arms and disarms the wait of one owner (a ``NodeRecording``) in its thread."""
 
     def __init__(self, owner: TapOwner, slow_path: bool = True) -> None:
-        self._ref = weakref.ref(owner)
+        self._ref = weakref.ref(owner, _forget)     # an owner dropped unclosed stops waiting
         self.thread = threading.get_ident()
         self.waiting = False
         # False (the loop doctor's): without the patch this owner does without the backwards rather
@@ -149,11 +167,7 @@ class BackwardTap:
                 owners[:] = [r for r in owners if r is not self._ref and r() is not None]
                 if not owners:
                     del _waiting[tid]
-            if not _waiting:
-                try:
-                    BACKWARD_TAP.undo()
-                except StillWrapped as exc:
-                    log.debug("backward tap left installed (inert): %s", exc)
+            _undo_when_idle()
         if tid not in _waiting:
             _pop_mode(tid)
 
