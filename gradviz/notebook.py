@@ -4,7 +4,8 @@
 does works on it) that Jupyter displays as the drawing the app and ``gradviz export x.svg`` make
 (``_repr_svg_`` / ``_repr_html_``). ``graph.show(collapse=1)`` or ``gradviz.show(loss, model=model,
 collapse=1)`` pick how deep modules are expanded; the default is the app's first view
-(``collapse="auto"``: about 200 boxes). Drawing uses Qt offscreen, loaded at the first display —
+(``collapse="auto"``: about 40 boxes, repeated blocks folded, ``core/layout/auto_view.py``).
+Drawing uses Qt offscreen, loaded at the first display —
 ``import gradviz`` and tracing never load it.
 """
 from __future__ import annotations
@@ -20,16 +21,14 @@ import networkx as nx
 __all__ = ["TracedGraph", "GraphPicture", "show", "trace"]
 
 
-def _depth(graph: nx.DiGraph, collapse: Any) -> int | None:
-    if collapse is None or collapse is False:
-        return None
-    if collapse == "auto":
-        from gradviz.core.layout.grouping import auto_depth
+def _expanded(graph: nx.DiGraph, collapse: Any) -> set[str] | None:
+    """The modules a ``collapse`` setting opens: the window's and the export's automatic view for
+    "auto" (``core/layout/auto_view.py``)."""
+    from gradviz.core.layout.auto_view import expanded_for
 
-        return auto_depth(graph)
-    if isinstance(collapse, bool) or not isinstance(collapse, int) or collapse < 0:
+    if isinstance(collapse, str) and collapse != "auto":
         raise ValueError(f"collapse is a module depth (0, 1, 2 ...), 'auto' or None, not {collapse!r}")
-    return collapse
+    return expanded_for(graph, collapse)
 
 
 def svg_text(graph: nx.DiGraph, collapse: Any = "auto", theme: str = "light") -> str:
@@ -38,10 +37,10 @@ def svg_text(graph: nx.DiGraph, collapse: Any = "auto", theme: str = "light") ->
     from gradviz.render.primitives.qtcompat import ensure_app
 
     ensure_app()   # offscreen when there is no display (a notebook server)
-    depth = _depth(graph, collapse)
+    expanded = _expanded(graph, collapse)
     with tempfile.TemporaryDirectory(prefix="gradviz-nb-") as folder:
         target = Path(folder) / "graph.svg"
-        export_graph(nx.DiGraph(graph), target, collapse_depth=depth, options=ImageOptions(theme=theme))
+        export_graph(nx.DiGraph(graph), target, expanded=expanded, options=ImageOptions(theme=theme))
         return target.read_text(encoding="utf-8")
 
 

@@ -13,6 +13,7 @@ from typing import Iterable
 
 import networkx as nx
 
+from gradviz.core.layout.box_facts import box_facts
 from gradviz.core.layout.folding import find_repeats, fold_attrs, fold_map
 from gradviz.core.trace.modules import depth_of, prefixes
 
@@ -98,11 +99,15 @@ def collapse(graph: nx.DiGraph, depth: int | None = None, expanded: Iterable[str
             groups[box] = []
             out.add_node(box)  # placeholder keeps first-seen order (deterministic)
         groups[box].append(nid)
+    meta = bool(graph.graph.get("meta"))
     for gid, members in groups.items():
         if gid in folds:
-            out.nodes[gid].update(fold_attrs(graph, folds[gid], members))
+            attrs = fold_attrs(graph, folds[gid], members)
         else:
-            out.nodes[gid].update(_group_attrs(graph, gid[len("group:"):], members, modules))
+            attrs = _group_attrs(graph, gid[len("group:"):], members, modules)
+        attrs["facts"] = box_facts(attrs.get("numel"), attrs.get("param_grad_norm"), attrs.get("activation_bytes"),
+                                   attrs["n_nodes"], meta)
+        out.nodes[gid].update(attrs)
     for u, v, attrs in graph.edges(data=True):
         gu, gv = member_of[u], member_of[v]
         if gu == gv:
@@ -129,7 +134,7 @@ def _group_attrs(graph: nx.DiGraph, path: str, members: list[str], modules: dict
         "grad_inf": sum(graph.nodes[m].get("grad_inf") or 0 for m in members),
         "reachable": any(graph.nodes[m].get("reachable", True) for m in members),
         "param_bytes": info.get("param_bytes"), "activation_bytes": info.get("activation_bytes"),
-        "numel": info.get("numel"),
+        "numel": info.get("numel"), "param_grad_norm": info.get("grad_norm"),
         "shape": [], "op": "", "location": "", "code": "",
     }
 
