@@ -210,13 +210,13 @@ def test_boxes_say_parameter_count_and_gradient_norm():
     view = collapse(g, expanded=auto_expanded(g))
     (fold,) = (a for a in view.nodes.values() if a.get("fold"))
     assert fold["numel"] == numel and fold["param_grad_norm"] == pytest.approx(norm, rel=1e-6)
-    assert fold["facts"] == f"{count_text(numel)} params · ‖g‖ {number(fold['param_grad_norm'], compact=True)}"
+    assert fold["facts"] == f"{count_text(numel)} params · grad {number(fold['param_grad_norm'], compact=True)}"
     body = collapse(g, depth=1).nodes["group:transformer"]     # (lm_head's weight is tied to wte's: counted there)
     params = list(model.transformer.parameters())
     body_norm = math.sqrt(sum(float(p.grad.double().norm()) ** 2 for p in params))
     assert body["numel"] == sum(p.numel() for p in params)
     assert body["param_grad_norm"] == pytest.approx(body_norm, rel=1e-6)
-    assert body["facts"] == f"{count_text(body['numel'])} params · ‖g‖ {number(body['param_grad_norm'], compact=True)}"
+    assert body["facts"] == f"{count_text(body['numel'])} params · grad {number(body['param_grad_norm'], compact=True)}"
     assert count_text(1234) == "1.2k" and count_text(12_345_678) == "12.3M" and count_text(7) == "7"
 
 
@@ -226,5 +226,5 @@ def test_meta_boxes_say_the_bytes_saved_for_backward():
     g = gradviz.trace(Path(__file__).resolve().parent.parent / "samples" / "transformer.py", meta=True)
     view = collapse(g, expanded=auto_expanded(g))
     (fold,) = (a for a in view.nodes.values() if a.get("fold"))
-    assert fold["activation_bytes"] > 0 and "‖g‖" not in fold["facts"]
+    assert fold["activation_bytes"] > 0 and "grad" not in fold["facts"]
     assert fold["facts"].endswith(f"{byte_size(fold['activation_bytes'])} saved")

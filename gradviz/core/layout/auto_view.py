@@ -10,9 +10,11 @@ grown from the overview instead:
 - start from one box per top-level module (with the user's own expansions, ``keep``);
 - runs of repeated blocks stay folded ("GPT2Block × 12", ``core/layout/folding.py``), and a
   container holding nothing but one run opens onto its fold (``grouping.run_containers``);
-- the largest closed module that has submodules is opened one level, then the next
-  largest, while the view stays within ``max_boxes`` items (a module that would overflow
-  it stays closed; opening only ever adds items, so it never fits later);
+- closed modules that have submodules are opened one level, level by level down the tree
+  and the largest first within a level, while the view stays within ``max_boxes`` items (a
+  module that would overflow it stays closed; opening only ever adds items, so it never
+  fits later). Level by level keeps siblings alike: the four downsampling layers of a
+  ResNet's stages are opened to the same depth, not the two largest to the bottom;
 - modules without submodules (a Linear, a LayerNorm) are opened onto their ops only when
   all of them fit at once: a picture that mixes ops and module boxes at one level of the
   tree reads unevenly.
@@ -106,7 +108,7 @@ def auto_expanded(graph: nx.DiGraph, max_boxes: int = AUTO_BOXES, keep: Iterable
     expanded |= {c for c in tree.children.get("", []) if tree.pure_run(c) and c not in expanded}
     count = visible_count(graph, expanded)
     leaves: list[str] = []
-    heap: list[tuple[int, int, str]] = []
+    heap: list[tuple[int, int, int, str]] = []
     order = 0
 
     def offer(parent: str) -> None:
@@ -122,13 +124,13 @@ def auto_expanded(graph: nx.DiGraph, max_boxes: int = AUTO_BOXES, keep: Iterable
                 continue
             order += 1
             if tree.children.get(c):
-                heapq.heappush(heap, (-tree.size[c], order, c))
+                heapq.heappush(heap, (c.count("."), -tree.size[c], order, c))
             else:
                 leaves.append(c)
 
     offer("")
     while heap:
-        _, _, path = heapq.heappop(heap)
+        *_, path = heapq.heappop(heap)
         opened = {path} | {c for c in tree.children.get(path, []) if tree.pure_run(c)}
         trial = expanded | opened
         new = count - 1 + tree.items(path, trial)

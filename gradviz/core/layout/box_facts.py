@@ -22,13 +22,13 @@ def count_text(n: int) -> str:
 
 def box_facts(numel: int | None, param_grad_norm: float | None, saved_bytes: int | None,
               n_nodes: int, meta: bool) -> str:
-    """``'1.2M params · ‖g‖ 0.031'``; meta graphs: ``'1.2M params · 3.1 MiB saved'``;
+    """``'1.2M params · grad 0.031'`` (the norm of the parameters' gradients); meta graphs: ``'1.2M params · 3.1 MiB saved'``;
     without parameters: ``'12 nodes'`` (and the saved bytes on meta graphs)."""
     parts = []
     if numel:
         parts.append(f"{count_text(numel)} params")
         if not meta and param_grad_norm is not None:
-            parts.append(f"‖g‖ {number(param_grad_norm, compact=True)}")
+            parts.append(f"grad {number(param_grad_norm, compact=True)}")
         elif not meta:
             parts.append("no grad")
     else:

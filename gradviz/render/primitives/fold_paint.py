@@ -24,7 +24,7 @@ BAD = QColor("#dc2626")
 
 
 def fold_lines(attrs: dict) -> tuple[str, str]:
-    """(title, subtitle): 'Block × 200', 'blocks.0 … blocks.199 · 1.2M params · ‖g‖ 0.031' (what is
+    """(title, subtitle): 'Block × 200', 'blocks.0 … blocks.199 · 1.2M params · grad 0.031' (what is
     inside: ``core/layout/box_facts.py``; a fold of parameter-free blocks gives its node count)."""
     n = attrs.get("n_nodes", 0)
     span = f"{attrs.get('first', '')} … {attrs.get('last', '')}"
