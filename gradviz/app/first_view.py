@@ -31,35 +31,48 @@ def choose_grouping(graph: nx.DiGraph, size: tuple[float, float] | None, max_box
                     lay_out: Callable[[nx.DiGraph], Any], check: Callable[[], None] = lambda: None,
                     ) -> tuple[set[str], nx.DiGraph, Any]:
     """(expanded modules, view, layout) of the first view. ``size``: the viewport the graph
-    will be fitted to (None: unknown, the automatic view is used); ``max_boxes``: the
+    will be fitted to (None: unknown, the automatic view is used as it is); ``max_boxes``: the
     automatic view's budget; ``check`` raises when the job was cancelled between two tries.
 
     The automatic view on the largest budget (``max_boxes``, then halved) that is legible
     when fitted is chosen; in a window too small for any of them to be legible, the largest
     one that is nearly as large on screen as the overview (``NEAR_OVERVIEW``): closing boxes
-    that gain nothing in size would only hide the graph."""
+    that gain nothing in size would only hide the graph. The smaller views keep the folds
+    of the automatic one open (``fold_parents``): "GPT2Block × 12" is what a model's picture
+    is about, and the budget is spent around it; the last resort is the smallest view that
+    still shows them (the overview when there are none)."""
     from gradviz.core.layout.auto_view import auto_expanded
-    from gradviz.core.layout.grouping import collapse, expanded_to_depth
+    from gradviz.core.layout.grouping import collapse
 
     def view_of(expanded: set[str]) -> tuple[set[str], nx.DiGraph, Any]:
         view = collapse(graph, expanded=expanded)
         return expanded, view, lay_out(view)
 
     first = view_of(auto_expanded(graph, max_boxes))
-    overview_open = expanded_to_depth(graph, 1)
-    if size is None or first[0] == overview_open:
+    if size is None:
         return first
-    overview = view_of(overview_open)
-    wanted = min(LEGIBLE_SCALE, NEAR_OVERVIEW * fit_scale(overview[2], size))
+    keep = fold_parents(first[1])
+    smallest = auto_expanded(graph, 0, keep=keep)
+    if first[0] == smallest:
+        return first
+    last = view_of(smallest)
+    wanted = min(LEGIBLE_SCALE, NEAR_OVERVIEW * fit_scale(last[2], size))
     budget, chosen = max_boxes, first
     while True:
         if fit_scale(chosen[2], size) >= wanted:
             return chosen
         budget //= 2
         if budget < 4:
-            return overview
+            return last
         check()
-        expanded = auto_expanded(graph, budget)
-        if expanded == overview_open:
-            return overview
+        expanded = auto_expanded(graph, budget, keep=keep)
+        if expanded == smallest:
+            return last
         chosen = view_of(expanded)
+
+
+def fold_parents(view: nx.DiGraph) -> set[str]:
+    """The modules that must stay open for the fold boxes of ``view`` to show."""
+    from gradviz.core.trace.modules import prefixes
+
+    return {q for a in view.nodes.values() if a.get("fold") for q in prefixes(a.get("parent") or "")}
