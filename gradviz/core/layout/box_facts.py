@@ -22,8 +22,9 @@ def count_text(n: int) -> str:
 
 def box_facts(numel: int | None, param_grad_norm: float | None, saved_bytes: int | None,
               n_nodes: int, meta: bool) -> str:
-    """``'1.2M params · grad 0.031'`` (the norm of the parameters' gradients); meta graphs: ``'1.2M params · 3.1 MiB saved'``;
-    without parameters: ``'12 nodes'`` (and the saved bytes on meta graphs)."""
+    """``'1.2M params · grad 0.031'`` (the norm of the parameters' gradients); on meta graphs
+    ``'1.2M params · 3.1 MiB saved'``; without parameters ``'12 nodes'`` (and the saved bytes
+    on meta graphs)."""
     parts = []
     if numel:
         parts.append(f"{count_text(numel)} params")
