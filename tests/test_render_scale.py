@@ -363,11 +363,15 @@ def test_a_views_frames_make_the_picture_a_slice_at_a_time_and_ask_for_the_next(
     assert big.overview.renders == 0 and big.overview._levels      # begun, not finished
     parts = sum(layer.pos > 0 for layer in big.overview._levels[0].layers)
     assert parts >= 1
-    # nothing else happens, yet the frames go on (each asks for the next) until it is finished
+    # nothing else happens, yet the frames go on (each asks for the next) ...
+    made = lambda: sum(layer.pos for layer in big.overview._levels[0].layers)   # noqa: E731
+    so_far = made()
+    qtbot.waitUntil(lambda: big.overview.renders == 1 or made() > so_far, timeout=20000)
+    # ... until it is finished (at the real slice length: a part a frame takes ~20 s on a loaded machine)
+    monkeypatch.setattr(overview_module, "SLICE_S", 0.015)
     qtbot.waitUntil(lambda: big.overview.renders == 1, timeout=20000)
     assert big.overview.complete(0)
     # what it made equals the picture made at once (outside a view's frame)
-    monkeypatch.setattr(overview_module, "SLICE_S", 0.015)
     at_once = GraphScene()
     at_once.set_graph(big.graph, big.layout)
     paint(at_once, big.overview.lod * 0.9)
@@ -397,6 +401,8 @@ def test_while_a_picture_is_remade_the_view_shows_the_last_finished_one(big, mon
     during = _frame(view)
     assert not big.overview.complete(0)
     assert (during == before).all()                   # the old picture, whole: never a half-made one
+    # the rest at the real slice length: a part per frame from one row up takes ~20 s on a loaded machine
+    monkeypatch.setattr(overview_module, "SLICE_S", 0.015)
     qtbot.waitUntil(lambda: big.overview.complete(0), timeout=20000)
     after = _frame(view)
     assert (after != before).any(axis=-1).sum() > 100  # and then the new colours
