@@ -228,3 +228,19 @@ def test_meta_boxes_say_the_bytes_saved_for_backward():
     (fold,) = (a for a in view.nodes.values() if a.get("fold"))
     assert fold["activation_bytes"] > 0 and "grad" not in fold["facts"]
     assert fold["facts"].endswith(f"{byte_size(fold['activation_bytes'])} saved")
+
+
+def test_the_grad_figure_follows_live_norms(qapp):
+    """While training the boxes' colours follow the live norms; their "grad" figure does too."""
+    from gradviz.render.primitives.style import layout_graph
+    from gradviz.render.scene.scene import GraphScene
+
+    _, g, _ = traced("gpt2")
+    view = collapse(g, expanded=auto_expanded(g))
+    (fid,) = (n for n, a in view.nodes(data=True) if a.get("fold"))
+    scene = GraphScene()
+    scene.set_graph(view, layout_graph(view))
+    i = scene.index[fid]
+    assert scene.text_lines(i)[1].endswith(f"grad {number(view.nodes[fid]['param_grad_norm'], compact=True)}")
+    scene.set_norms({fid: 0.5}, step=3, source="training")
+    assert scene.text_lines(i)[1].endswith("params · grad 0.5")
