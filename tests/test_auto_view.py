@@ -244,3 +244,16 @@ def test_the_grad_figure_follows_live_norms(qapp):
     assert scene.text_lines(i)[1].endswith(f"grad {number(view.nodes[fid]['param_grad_norm'], compact=True)}")
     scene.set_norms({fid: 0.5}, step=3, source="training")
     assert scene.text_lines(i)[1].endswith("params · grad 0.5")
+
+
+def test_a_run_of_containers_stays_one_fold():
+    """Three identical stages, each a Sequential of two identical Linears: the stages fold
+    ("Sequential × 3"); opening each stage onto its own fold would split that fold in three."""
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)) for _ in range(3)])
+    x = torch.randn(2, 4)
+    with gradviz.capture(model) as cap:
+        loss = model(x).pow(2).mean()
+    g = gradviz.trace(loss, model, capture=cap)
+    view = collapse(g, expanded=auto_expanded(g))
+    assert folds(view) == ["Sequential × 3"]

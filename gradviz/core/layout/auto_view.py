@@ -105,7 +105,8 @@ def auto_expanded(graph: nx.DiGraph, max_boxes: int = AUTO_BOXES, keep: Iterable
     tree = _Tree(graph)
     expanded = set(keep)
     # the root is never a box; containers of one run open onto their fold wherever they show
-    expanded |= {c for c in tree.children.get("", []) if tree.pure_run(c) and c not in expanded}
+    folded_top = tree.folded("", expanded)
+    expanded |= {c for c in tree.children.get("", []) if tree.pure_run(c) and c not in folded_top}
     count = visible_count(graph, expanded)
     leaves: list[str] = []
     heap: list[tuple[int, int, int, str]] = []
@@ -131,7 +132,10 @@ def auto_expanded(graph: nx.DiGraph, max_boxes: int = AUTO_BOXES, keep: Iterable
     offer("")
     while heap:
         *_, path = heapq.heappop(heap)
-        opened = {path} | {c for c in tree.children.get(path, []) if tree.pure_run(c)}
+        # a child holding one run opens onto its fold (one box either way), unless it is itself a
+        # repeat folded at this level (a run of such containers stays one fold)
+        folded_here = tree.folded(path, expanded | {path})
+        opened = {path} | {c for c in tree.children.get(path, []) if tree.pure_run(c) and c not in folded_here}
         trial = expanded | opened
         new = count - 1 + tree.items(path, trial)
         if new <= max_boxes:
