@@ -6,7 +6,7 @@
 Per model (transformers GPT-2 with 12 blocks, ResNet with ResNet-50's 3-4-6-3 stages, and the
 sample 200-block GPT, 11,000+ nodes): the time to choose the view and collapse the graph, and
 with the layout of the result (what the window, the export and a notebook all do before
-drawing), old and new, with the box counts. Best of N rounds; ratios are what to quote (the
+drawing), old and new, with the box counts. Best of N rounds, old and new alternating; ratios are what to quote (the
 machine is shared).
 """
 from __future__ import annotations
@@ -25,14 +25,16 @@ sys.path.insert(0, str(ROOT / "samples"))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 
-def best(fn, rounds: int) -> float:
-    fn()
-    times = []
+def best_pair(old, new, rounds: int) -> tuple[float, float]:
+    """Best times of ``old`` and ``new``, run alternately (a shared machine's load drifts)."""
+    old(), new()
+    a, b = [], []
     for _ in range(rounds):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
+        for fn, times in ((old, a), (new, b)):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+    return min(a), min(b)
 
 
 def gpt2():
@@ -85,9 +87,8 @@ def main() -> None:
         with gradviz.capture(model) as cap:
             loss = loss_of()
         g = gradviz.trace(loss, model, capture=cap)
-        t_old, t_new = best(lambda: old_view(g), args.rounds), best(lambda: new_view(g), args.rounds)
-        l_old = best(lambda: layout_graph(old_view(g)), args.rounds)
-        l_new = best(lambda: layout_graph(new_view(g)), args.rounds)
+        t_old, t_new = best_pair(lambda: old_view(g), lambda: new_view(g), args.rounds)
+        l_old, l_new = best_pair(lambda: layout_graph(old_view(g)), lambda: layout_graph(new_view(g)), args.rounds)
         print(f"{name:<22}{g.number_of_nodes():>7}{old_view(g).number_of_nodes():>10}{new_view(g).number_of_nodes():>10}"
               f"{t_old * 1e3:>9.1f}ms{t_new * 1e3:>9.1f}ms{t_new / t_old:>7.2f}"
               f"{l_old * 1e3:>10.1f}ms{l_new * 1e3:>10.1f}ms{l_new / l_old:>7.2f}")
