@@ -10,8 +10,9 @@ Models: transformers from tiny configs at real depths (GPT-2 12 blocks, BERT 6, 
 random weights. gradviz counts every item of its view (module and fold boxes, loose ops,
 parameters, inputs, the loss); torchview and TorchLens count the nodes of the Graphviz source
 they write (torchview ``draw_graph`` at its default depth 3; TorchLens ``trace(...).draw()``
-as it is and with ``collapse="auto"``). A model a tool fails on prints its error; torchview
-0.2.7 hung on T5 here (stop it with Ctrl+C, or run the tools under ``timeout``).
+as it is and with ``collapse="auto"``). A model a tool fails on prints its error (torchview
+0.2.7 with transformers 5.24 fails on GPT-2, T5, Llama and Whisper with a KeyError in its edge
+table); TorchLens takes minutes on the larger ones, so run it under ``timeout``.
 """
 from __future__ import annotations
 
