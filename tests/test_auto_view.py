@@ -255,5 +255,5 @@ def test_a_run_of_containers_stays_one_fold():
     with gradviz.capture(model) as cap:
         loss = model(x).pow(2).mean()
     g = gradviz.trace(loss, model, capture=cap)
-    view = collapse(g, expanded=auto_expanded(g))
-    assert folds(view) == ["Sequential × 3"]
+    assert folds(collapse(g, expanded=auto_expanded(g))) == ["Sequential × 3"]
+    assert folds(collapse(g, expanded=expanded_to_depth(g, 1))) == ["Sequential × 3"]   # --collapse 1 too

@@ -29,12 +29,16 @@ def expanded_to_depth(graph: nx.DiGraph, depth: int, fold: bool = True) -> set[s
 def run_containers(graph: nx.DiGraph, expanded: set[str]) -> set[str]:
     """Closed boxes of this view that hold one run of repeated blocks and nothing else (a ModuleList
     of 80 decoder layers): opening one draws the run's fold box ("LlamaDecoderLayer × 80", with its
-    sparkline) where the container's box ("ModuleList · 8,320 nodes") said nothing, one box either way."""
+    sparkline) where the container's box ("ModuleList · 8,320 nodes") said nothing, one box either way.
+    A container that is itself one of a run of repeats stays closed: its run folds it with its siblings."""
     modules = graph.graph.get("modules", {})
+    runs = find_repeats(graph)
+    repeats = {m for run in runs for m in run["members"]}   # a repeat itself folds at its own level
     out = set()
-    for run in find_repeats(graph):
+    for run in runs:
         parent = run["parent"]
-        if not parent or parent in expanded or any(q not in expanded for q in prefixes(parent)[:-1]):
+        if (not parent or parent in expanded or parent in repeats
+                or any(q not in expanded for q in prefixes(parent)[:-1])):
             continue
         children = [c for c, info in modules.items() if info.get("parent") == parent and info.get("nodes")]
         own = modules.get(parent, {}).get("nodes", 0) - sum(modules[c]["nodes"] for c in children)
