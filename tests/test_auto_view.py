@@ -193,6 +193,7 @@ def test_export_window_and_notebook_open_the_same_view():
 
     _, g, _ = traced("llama")
     window, _, _ = choose_grouping(g, None, AUTO_BOXES, lambda view: None)
+    assert notebook.NOTEBOOK_BOXES == AUTO_BOXES
     assert window == expanded_for(g, "auto") == notebook._expanded(g, "auto") == auto_expanded(g)
     assert expanded_for(g, 2) == expanded_to_depth(g, 2)
     with pytest.raises(ValueError):

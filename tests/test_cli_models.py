@@ -123,12 +123,12 @@ def test_export_a_callable_with_an_invented_input_and_loss(project):
     assert norms["param:2.bias"] == pytest.approx(model[2].bias.grad.norm().item(), rel=1e-5)
 
 
-def test_token_ids_stay_inside_the_smallest_embedding(project):
+def test_token_ids_stay_inside_the_input_embedding(project):
     path, note = model_source("userpkg.models:tagger", ["3,11:long"], "mean")
-    assert "ids in [0, the smallest nn.Embedding's size, else 2)" in note and "loss mean(output)" in note
+    assert "ids in [0, the input embedding's size, else 2)" in note and "loss mean(output)" in note
     script = gradviz.load_script(path)
     model = script.new_model()
-    assert script.note == note.replace("the smallest nn.Embedding's size, else 2)", "37) (the smallest nn.Embedding)")
+    assert script.note == note.replace("the input embedding's size, else 2)", "37) (the input embedding emb)")
     (ids,), _ = script.get_batch(0)
     assert ids.dtype == torch.int64 and ids.shape == (3, 11) and 0 <= ids.min() and ids.max() < 37
     assert torch.equal(script.get_batch(0)[0][0], ids) and not torch.equal(script.get_batch(1)[0][0], ids)
@@ -141,7 +141,7 @@ def test_token_ids_stay_inside_the_smallest_embedding(project):
 def test_token_id_range_is_stated_once_the_model_is_built(project):
     status, _, err = run_cli("export", "userpkg.models:tagger", "--input", "3,11:long", "-o", "t.json")
     assert status == 0, err
-    assert "gradviz: userpkg.models:tagger: input 0: token ids in [0, 37) (nn.Embedding emb)" in err
+    assert "gradviz: userpkg.models:tagger: input 0: token ids in [0, 37) (the input embedding emb;" in err
     status, _, err = run_cli("export", "userpkg.models:tagger", "--input", "3,11:long:5", "-o", "t.json")
     assert status == 0 and "ids in [0, 5)" in err and "token ids in [0, 37)" not in err     # HIGH given: no guess
 
@@ -149,8 +149,8 @@ def test_token_id_range_is_stated_once_the_model_is_built(project):
 def test_one_input_per_positional_argument(project):
     status, _, err = run_cli("export", "userpkg.models:pair", "--input", "2,3,6", "--input", "2,3:long", "-o", "p.json")
     assert status == 0, err
-    assert "invented input 0 float32 2×3×6 ~N(0,1), input 1 int64 2×3 ids in [0, the smallest" in err
-    assert "input 1: token ids in [0, 11) (nn.Embedding emb)" in err
+    assert "invented input 0 float32 2×3×6 ~N(0,1), input 1 int64 2×3 ids in [0, the input embedding's" in err
+    assert "input 1: token ids in [0, 11) (the input embedding emb;" in err
     nodes = {n["id"]: n for n in json.loads((project / "p.json").read_text())["nodes"]}
     from userpkg.models import pair
     model = pair()
@@ -206,7 +206,7 @@ def test_input_and_loss_are_refused_for_a_script(project):
                                     "def batch(s):\n    return torch.ones(1, 2), None\n"
                                     "def loss_fn(o, t):\n    return o.sum()\n")
     status, _, err = run_cli("export", "net.py", "--input", "1,2", "-o", "g.json")
-    assert status == 2 and "--input and --loss are for a model without a script" in err
+    assert status == 2 and "--input, --loss and --config are for a model without a script" in err
 
 
 def export_program(model: nn.Module, args: tuple):

@@ -63,11 +63,12 @@ def test_huggingface_trainer_with_gradient_accumulation(tmp_path):
     logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     with open_run(tmp_path / "hf.gvrun") as run:
         cols = run.steps()
-        assert list(cols["step"]) == [0, 1, 2, 3, 4]
+        # numbered as the Trainer numbers its steps (from 1: its log_history), not from 0 (issue #28)
+        assert list(cols["step"]) == [h["step"] for h in trainer.state.log_history if "loss" in h] == [1, 2, 3, 4, 5]
         np.testing.assert_allclose(cols["loss"], logged, rtol=1e-4)           # the Trainer's own step losses
         np.testing.assert_allclose(cols["grad_norms"], np.stack(seen), rtol=1e-4)
         assert np.isfinite(cols["update_ratio"]).any()                        # the optimizer was seen
-        assert run.node_steps() == [0, 2, 4] and run.graph() is not None      # node norms every 2 steps
+        assert run.node_steps() == [1, 2, 4] and run.graph() is not None      # the first, then every 2 steps
     info = runs_show(tmp_path / "hf.gvrun")
     assert info["ranks"][0]["steps"] == 5 and info["ranks"][0]["model_class"].endswith("GPT2LMHeadModel")
 
@@ -241,11 +242,11 @@ def test_huggingface_trainer_under_ddp_writes_one_file_per_rank(tmp_path):
     logged = json.loads((tmp_path / "logged.json").read_text())
     with open_run(tmp_path / "hf.rank0.gvrun") as r0, open_run(tmp_path / "hf.rank1.gvrun") as r1:
         a, b = r0.steps(), r1.steps()
-        assert list(a["step"]) == list(b["step"]) == [0, 1, 2]
+        assert list(a["step"]) == list(b["step"]) == [h["step"] for h in logged] == [1, 2, 3]   # the Trainer's
         np.testing.assert_allclose(a["grad_norms"], b["grad_norms"], rtol=1e-5)       # after DDP's all-reduce
         np.testing.assert_allclose(a["grad_norm"], [h["grad_norm"] for h in logged], rtol=1e-4)
         assert not np.allclose(a["loss"], b["loss"])                                   # each rank its own batches
         np.testing.assert_allclose((a["loss"] + b["loss"]) / 2, [h["loss"] for h in logged], rtol=1e-3)
-        assert np.isfinite(a["update_ratio"]).all() and r0.node_steps() == r1.node_steps() == [0, 1, 2]
+        assert np.isfinite(a["update_ratio"]).all() and r0.node_steps() == r1.node_steps() == [1, 2, 3]
     info = runs_show(tmp_path / "hf.gvrun")
     assert [r["rank"] for r in info["ranks"]] == [0, 1] and all(r["world_size"] == 2 for r in info["ranks"])

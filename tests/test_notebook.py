@@ -34,20 +34,43 @@ def svg_of(output: dict) -> str:
     return data.get("image/svg+xml") or data.get("text/html", "")
 
 
-def test_a_notebook_executed_headless_shows_the_coloured_svg(tmp_path):
+GPT2_CELLS = [
+    "from transformers import GPT2Config, GPT2LMHeadModel\ntorch.manual_seed(0)\n"
+    "gpt = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32))\n"
+    "ids = torch.randint(0, 100, (2, 16))\ngpt_loss = gpt(ids, labels=ids).loss",
+    "gradviz.show(gpt_loss, model=gpt)",                  # the notebook default: collapse='auto'
+    "gradviz.show(gpt_loss, model=gpt, collapse=1)",      # the README's line, without capture
+]
+
+
+@pytest.fixture(scope="module")
+def executed(tmp_path_factory):
+    """One kernel for every notebook test: the MLP cells, then (with transformers) a 2-layer GPT-2's."""
     import nbclient       # test extras: nbclient, ipykernel, nbformat
     import nbformat
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
+    try:
+        import transformers  # noqa: F401
+        cells = CELLS + GPT2_CELLS
+    except ImportError:
+        cells = CELLS
+    folder = tmp_path_factory.mktemp("nb")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     env_before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env_before) if p)   # the kernel's gradviz
     try:
         nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                resources={"metadata": {"path": str(tmp_path)}}).execute()
+                                resources={"metadata": {"path": str(folder)}}).execute()
     finally:
         if env_before is None:
             os.environ.pop("PYTHONPATH")
         else:
             os.environ["PYTHONPATH"] = env_before
+    nbformat.write(nb, folder / "run.ipynb")
+    return nb, folder / "run.ipynb"
+
+
+def test_a_notebook_executed_headless_shows_the_coloured_svg(executed):
+    nb, _ = executed
     whole, collapsed = (svg_of(nb.cells[i].outputs[-1]) for i in (1, 2))
     for svg in (whole, collapsed):
         assert "<svg" in svg and "gradient norm" in svg      # the drawing and its legend
@@ -63,7 +86,7 @@ def test_trace_returns_a_networkx_graph_that_draws_itself(tmp_path):
     assert graph.nodes["param:w"]["grad_norm"] == pytest.approx(12.0)      # torch: dL/dw = 12
     svg = graph._repr_svg_()
     assert svg.startswith("<?xml") and "<svg" in svg and "gradient norm" in svg
-    assert graph._repr_html_().startswith('<div style="max-height:720px')
+    assert not hasattr(graph, "_repr_html_") and not hasattr(GraphPicture, "_repr_html_")   # one picture per output
     picture = gradviz.show(graph, collapse=None)
     assert isinstance(picture, GraphPicture) and picture.save(tmp_path / "g.svg").read_text() == picture.svg
 
@@ -82,3 +105,68 @@ def test_import_gradviz_does_not_import_the_notebook_helpers():
 
     code = "import sys, gradviz; sys.exit(1 if 'gradviz.notebook' in sys.modules else 0)"
     assert subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(ROOT)}).returncode == 0
+
+
+def test_a_gpt2_notebook_stores_one_small_picture_per_output(executed):
+    """Issue #28: every result stored its SVG twice (text/html and image/svg+xml), ~1 MB a cell for a 2-layer
+    GPT-2, and collapse=1 without capture hardly folded (ops outside their modules). Now one picture per
+    output, grouped from the parameters (core/trace/module_guess.py)."""
+    pytest.importorskip("transformers")
+    import gradviz.notebook as notebook
+    from gradviz.core.layout.grouping import expanded_to_depth, visible_count
+
+    nb, stored = executed
+    pictures = []
+    for cell in nb.cells[len(CELLS) + 1:]:
+        (output,) = [o for o in cell.outputs if o.get("output_type") == "execute_result"]
+        assert set(output["data"]) == {"image/svg+xml", "text/plain"}      # one picture, no html twin
+        pictures.append(output["data"]["image/svg+xml"])
+    auto, top = pictures
+    assert "gradient norm" in auto and len(top) < len(auto) / 3
+    # one copy of each picture: the file is the pictures plus the MLP's and the code, not twice the pictures
+    mlp = sum(len(svg_of(nb.cells[i].outputs[-1])) for i in (1, 2))
+    assert stored.stat().st_size < 1.2 * (len(auto) + len(top) + mlp) + 10_000
+    # the same graph in this process: 'auto' shows at most NOTEBOOK_BOXES; depth 1 folds the whole model
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32))
+    ids = torch.randint(0, 100, (2, 16))
+    graph = gradviz.trace(model(ids, labels=ids).loss, model=model)
+    assert 1 < visible_count(graph, notebook._expanded(graph, "auto")) <= notebook.NOTEBOOK_BOXES
+    assert visible_count(graph, expanded_to_depth(graph, 1, True), True) <= 5      # was 132 without capture
+
+
+def test_the_compact_svg_draws_what_qt_wrote():
+    """compact_svg only renames styles into classes and rounds coordinates: Qt's SVG renderer draws both alike."""
+    from gradviz.render.export.svg_compact import compact_svg
+
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    loss = model(torch.randn(4, 6)).pow(2).mean()
+    import gradviz.notebook as notebook
+    graph = gradviz.trace(loss, model=model)
+    from gradviz.render.export.formats import ImageOptions, export_graph
+    from gradviz.render.primitives.qtcompat import ensure_app
+    import tempfile
+    ensure_app()
+    with tempfile.TemporaryDirectory() as folder:
+        target = Path(folder) / "g.svg"
+        export_graph(nx.DiGraph(graph), target, collapse_depth=None, options=ImageOptions())
+        plain = target.read_text(encoding="utf-8")
+    small = compact_svg(plain)
+    assert len(small) < 0.65 * len(plain) and small == notebook.svg_text(graph, collapse=None)
+    from PySide6.QtCore import QByteArray
+    from PySide6.QtGui import QColor, QImage, QPainter
+    from PySide6.QtSvg import QSvgRenderer
+
+    def render(text):
+        renderer = QSvgRenderer(QByteArray(text.encode()))
+        image = QImage(renderer.defaultSize(), QImage.Format_ARGB32)
+        image.fill(QColor("white"))
+        painter = QPainter(image)
+        renderer.render(painter)
+        painter.end()
+        return image
+    a, b = render(plain), render(small)
+    assert a.size() == b.size()
+    differ = sum(a.pixel(x, y) != b.pixel(x, y) for x in range(0, a.width(), 3) for y in range(0, a.height(), 3))
+    assert differ < 0.005 * (a.width() // 3) * (a.height() // 3)      # anti-aliasing of 0.01 px roundings only

@@ -24,7 +24,7 @@ def test_the_dialog_says_what_it_will_invent_and_opens_only_what_can_work(qtbot)
     assert open_button.isEnabled()
     assert dialog.preview.text() == ("gradviz will open userpkg.models:mlp: invented input 0 float32 4×6 ~N(0,1) "
                                      "(seeded by the step); loss cross-entropy vs random classes in [0, 3)")
-    assert dialog.values() == ("userpkg.models:mlp", ["4,6"], "ce:3", None)
+    assert dialog.values() == ("userpkg.models:mlp", ["4,6"], "ce:3", None, None)
     dialog.inputs.setText("4,six")
     assert not open_button.isEnabled() and "SHAPE is comma-separated sizes" in dialog.preview.text()
 
@@ -71,8 +71,33 @@ def test_token_ids_get_their_range_in_the_window(qtbot, window, project):
     install(window)
     with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
         assert open_model(window, "userpkg.models:tagger", ["3,11:long"], "mean")
-    assert "ids in [0, the smallest" not in window.document.graph.graph["invented"]
+    assert "ids in [0, the input embedding's" not in window.document.graph.graph["invented"]
     assert window.statusBar().currentMessage() == window.document.graph.graph["invented"]   # said again, complete
     assert window.inspector.identity.values["invented"] == (
-        "invented input 0 int64 3×11 ids in [0, 37) (the smallest nn.Embedding) (seeded by "
+        "invented input 0 int64 3×11 ids in [0, 37) (the input embedding emb) (seeded by "
         "the step); loss mean(output)")
+
+
+def test_a_transformers_class_opens_by_name_and_the_inspector_shows_the_tie(qtbot, window, tmp_path, monkeypatch):
+    """Open model… with a class name and a config (issue #28): GPT-2's lm_head is its embedding, one
+    parameter whose Inspector row names the twin."""
+    pytest.importorskip("transformers")
+    monkeypatch.chdir(tmp_path)
+    dialog = OpenModelDialog()
+    qtbot.addWidget(dialog)
+    dialog.target.setText("transformers:GPT2LMHeadModel")
+    dialog.inputs.setText("2,8:long")
+    dialog.config.setText("n_layer=1,n_embd=16,n_head=2,vocab_size=50")
+    assert dialog.buttons.button(QDialogButtonBox.Open).isEnabled()
+    assert "config n_layer=1, n_embd=16, n_head=2, vocab_size=50" in dialog.preview.text()
+    dialog.config.setText("n_layer")
+    assert "KEY=VALUE" in dialog.preview.text() and not dialog.buttons.button(QDialogButtonBox.Open).isEnabled()
+    install(window)
+    with qtbot.waitSignal(window.graphShown, timeout=WAIT_MS):
+        assert open_model(window, "transformers:GPT2LMHeadModel", ["2,8:long"], "sum", None,
+                          "n_layer=1,n_embd=16,n_head=2,vocab_size=50")
+    graph = window.document.graph
+    assert "ids in [0, 50) (the input embedding transformer.wte)" in graph.graph["invented"]
+    nid = "param:transformer.wte.weight"
+    window.inspector.show_node(nid, graph.nodes[nid], graph)
+    assert window.inspector.identity.values["tied"].startswith("one tensor with lm_head.weight")

@@ -182,6 +182,8 @@ class InspectorPanel(QScrollArea):
             idf.add("requires_grad", str(attrs.get("requires_grad", True)))
             if attrs.get("reachable") is False:
                 idf.add("reached", "no: backward never reached this parameter")
+            if attrs.get("tied"):            # one tensor under several names (core/runtime/ties.py)
+                idf.add("tied", "one tensor with " + ", ".join(attrs["tied"]) + " (its gradient is the sum of all uses)")
         for label, text in mem.node_rows(attrs):
             idf.add(label, text, key=label)
         idf.show()

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFileDialog
 
 from gradviz.app.contract import Opener, PanelHost
 from gradviz.core.script.checkpoints import PROGRAM_SUFFIXES, WEIGHT_SUFFIXES
-from gradviz.core.script.factory import Invented, is_callable_spec, parse_input, parse_loss
+from gradviz.core.script.factory import Invented, is_callable_spec, parse_config, parse_input, parse_loss
 from gradviz.core.script.generated import model_source
 from gradviz.core.runtime.errors import ScriptError
 
@@ -42,10 +42,10 @@ class OpenModelHost(PanelHost, Protocol):
 
 
 def open_model(host: OpenModelHost, text: str, inputs: list[str] | None = None, loss: str | None = None,
-               weights: str | None = None) -> bool:
+               weights: str | None = None, config: str | None = None) -> bool:
     """Open a callable or a program in the window; say what was invented. False (error shown) if it cannot."""
     try:
-        path, note = model_source(text, inputs, loss, weights)
+        path, note = model_source(text, inputs, loss, weights, config)
     except ScriptError as exc:
         host.show_error(exc, title="Cannot open this model")
         return False
@@ -67,6 +67,8 @@ class OpenModelDialog(QDialog):
         self.loss.addItems(["sum", "mean", "ce"])
         self.classes = QSpinBox(minimum=0, maximum=1_000_000, specialValueText="all", toolTip="ce: number of classes")
         self.weights = QLineEdit(placeholderText="optional: a state_dict (.pt, .pth, .safetensors)")
+        self.config = QLineEdit(placeholderText="optional: n_layer=2,n_embd=32 (a config class's overrides, "
+                                "or the callable's keyword arguments)")
         self.preview = QLabel(wordWrap=True)
         self.preview.setMinimumHeight(3 * self.preview.fontMetrics().lineSpacing())
         self.buttons = QDialogButtonBox(QDialogButtonBox.Open | QDialogButtonBox.Cancel)
@@ -78,12 +80,13 @@ class OpenModelDialog(QDialog):
         loss_row.addWidget(QLabel("classes"))
         loss_row.addWidget(self.classes)
         form.addRow("Loss", loss_row)
+        form.addRow("Config", self.config)
         form.addRow("Weights", self._with_browse(self.weights, "Weights (*.pt *.pth *.bin *.ckpt *.safetensors)"))
         form.addRow(self.preview)
         form.addRow(self.buttons)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
-        for edit in (self.target, self.inputs, self.weights):
+        for edit in (self.target, self.inputs, self.weights, self.config):
             edit.textChanged.connect(self.update_preview)
         self.loss.currentTextChanged.connect(self.update_preview)
         self.classes.valueChanged.connect(self.update_preview)
@@ -103,24 +106,26 @@ class OpenModelDialog(QDialog):
         if path:
             edit.setText(path)
 
-    def values(self) -> tuple[str, list[str], str, str | None]:
-        """(callable or program, inputs, loss, weights) as the command line takes them."""
+    def values(self) -> tuple[str, list[str], str, str | None, str | None]:
+        """(callable or program, inputs, loss, weights, config) as the command line takes them."""
         inputs = [part.strip() for part in self.inputs.text().split(";") if part.strip()]
         loss = self.loss.currentText()
         if loss == "ce" and self.classes.value():
             loss = f"ce:{self.classes.value()}"
-        return self.target.text().strip(), inputs, loss, self.weights.text().strip() or None
+        return (self.target.text().strip(), inputs, loss, self.weights.text().strip() or None,
+                self.config.text().strip() or None)
 
     def update_preview(self) -> None:
         """Say what will be invented, or what is wrong, as the user types; Open only when it can work."""
-        text, inputs, loss, _ = self.values()
+        text, inputs, loss, _, config = self.values()
         problem, made = None, None
         try:
             specs, loss_spec = [parse_input(i) for i in inputs], parse_loss(loss)
+            overrides = parse_config(config)
             if text.lower().endswith(PROGRAM_SUFFIXES):
                 made = Invented(program=text, inputs=specs, loss=loss_spec)
             elif is_callable_spec(text):
-                made = Invented(target=text, inputs=specs, loss=loss_spec)
+                made = Invented(target=text, inputs=specs, loss=loss_spec, config=overrides)
                 problem = None if specs else "give the shape of each positional input, e.g. 1,3,224,224"
             else:
                 problem = "a callable (mypkg.models:build) or a .pt2 program"

@@ -52,7 +52,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
         "build the model) or a torch.export program (.pt2); gradviz then invents the inputs and the loss")
     group.add_argument("--input", action="append", metavar="SHAPE[:DTYPE[:HIGH]]",
                        help="one per positional input: 1,3,224,224 (float32, standard normal), 2,16:long "
-                            "(token ids in [0, HIGH), default the smallest nn.Embedding)")
+                            "(token ids in [0, HIGH), default the model's input embedding)")
+    group.add_argument("--config", metavar="KEY=VALUE,...",
+                       help="build a model class from its configuration class with these overrides (transformers:"
+                            "GPT2LMHeadModel --config n_layer=2,n_embd=32); for another callable, its keyword arguments")
     group.add_argument("--loss", metavar="sum|mean|ce[:CLASSES]", help="the invented loss (default sum)")
     group.add_argument("--weights", metavar="FILE",
                        help="load a state_dict into the model (safetensors, or torch.load(weights_only=True))")
@@ -156,7 +159,7 @@ def resolve_model(args: argparse.Namespace) -> str | None:
         return None
     from gradviz.core.script.generated import model_source
 
-    args.script, note = model_source(script, args.input, args.loss, args.weights)
+    args.script, note = model_source(script, args.input, args.loss, args.weights, args.config)
     args.model_note = note
     args.model_name = script if note else None      # what the user named, for the commands' headers
     if note:

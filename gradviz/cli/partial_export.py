@@ -15,7 +15,7 @@ def export_failure(error: BaseException, args: Any, out: Path) -> None:
     from gradviz.core.trace.partial_trace import failure_graph_for
     from gradviz.render.export.formats import ExportError, ImageOptions, export_graph
 
-    graph = failure_graph_for(error, args.script, step=args.step, device=args.device)
+    graph = failure_graph_for(error, args.script, step=args.step or 0, device=args.device)
     if graph is None:
         return
     options = ImageOptions(scale=args.scale, dpi=args.dpi, theme=args.theme,

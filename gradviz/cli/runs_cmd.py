@@ -1,4 +1,6 @@
-"""``gradviz runs show RUN [--json]``: summary of a recorded run (all its rank files).
+"""``gradviz runs show RUN [--json]``: summary of a recorded run (all its rank files);
+``gradviz runs export RUN -o steps.csv|steps.json|steps.parquet``: every step's values
+(``core/record/run_table.py`` documents the columns).
 
 Exit status: 0 ok, 2 for a missing, corrupted, foreign or too-new run file.
 """
@@ -19,6 +21,13 @@ def add_parser(sub) -> None:
     show.add_argument("run", help="run file (run.gvrun finds its run.rankN.gvrun files too), or a folder "
                       "holding the rank files of one run")
     show.add_argument("--json", action="store_true", help="print the summary as JSON")
+    export = runs_sub.add_parser("export", help="every recorded step's loss, lr and gradient norms to CSV, JSON or "
+                                 "Parquet", description="Write one row per recorded step: step, time, loss, lr, "
+                                 "grad_norm, update_ratio, and grad_norm/NAME, update_ratio/NAME per parameter "
+                                 "(JSON also holds the node norms of the sampled steps).")
+    export.add_argument("run", help="run file (or the rank files of one run: --rank picks one)")
+    export.add_argument("-o", "--output", required=True, metavar="FILE", help="steps.csv, steps.json or steps.parquet")
+    export.add_argument("--rank", type=int, default=0, help="which rank's file of a multi-rank run (default 0)")
     from gradviz.cli.runs_diff_cmd import add_diff_parser   # views': gradviz runs diff
 
     add_diff_parser(runs_sub)
@@ -29,8 +38,10 @@ def run(args: argparse.Namespace) -> int:
         from gradviz.cli.runs_diff_cmd import run_diff
 
         return run_diff(args)
+    if getattr(args, "runs_command", None) == "export":
+        return run_export(args)
     if getattr(args, "runs_command", None) != "show":
-        say("usage: gradviz runs show RUN [--json] | gradviz runs diff A B [--json]")
+        say("usage: gradviz runs show RUN [--json] | gradviz runs diff A B [--json] | gradviz runs export RUN -o FILE")
         return 2
     from gradviz.core.record.reader import open_ranks
     from gradviz.core.record.loading import summarize
@@ -91,3 +102,28 @@ def _text(info: dict) -> str:
     else:
         lines.append("findings: none")
     return "\n".join(lines)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from gradviz.core.record.run_table import EXPORT_SUFFIXES, export_steps, open_run
+    from gradviz.core.record.schema import RecordError
+    from gradviz.core.runtime.atomic import ExportError
+
+    if not args.output.lower().endswith(EXPORT_SUFFIXES):
+        say(f"gradviz runs export: {args.output}: write .csv, .json or .parquet")
+        return 2
+    try:
+        table = open_run(args.run, rank=args.rank, nodes=args.output.lower().endswith(".json"))
+        written = export_steps(table, args.output)
+    except RecordError as exc:
+        say(f"gradviz runs: {exc}")
+        return 2
+    except (ValueError, ExportError) as exc:
+        say(f"gradviz runs export: {exc}")
+        return 2
+    except OSError as exc:
+        say(f"gradviz runs export: cannot write {args.output}: {exc.strerror or exc}")
+        return 2
+    print(f"wrote {written} ({len(table)} steps, {len(table.param_names)} parameters"
+          + (f", node norms at {len(table.node_norms)} steps" if table.node_norms else "") + ")")
+    return 0

@@ -3,11 +3,17 @@
     trainer = Trainer(model=model, args=args, train_dataset=data,
                       callbacks=[GradvizCallback("runs/exp.gvrun", every=10)])
 
-One row per optimizer step: recorded in ``on_pre_optimizer_step``, after the last micro-batch's
+One row per optimizer step, numbered as the Trainer numbers it (from 1, ``state.global_step`` after the
+step; its logs and checkpoints use the same numbers): recorded in ``on_pre_optimizer_step``, after the last micro-batch's
 backward (gradient accumulation: the gradients of the whole step) and the all-reduce under DDP.
-The Trainer clips gradients to ``max_grad_norm`` (default 1.0) *before* that callback, so the
-gradient norms recorded are the clipped ones the optimizer steps with; the callback says so once
-(set ``max_grad_norm=0`` to record raw norms). The loss is the step's loss as the Trainer logs it,
+The Trainer clips gradients to ``max_grad_norm`` (default 1.0) *before* that callback; the norms
+recorded are the raw ones all the same, as Lightning's callback records them: a post-accumulate-grad
+hook on each watched parameter (``Tensor.register_post_accumulate_grad_hook``, public) measures its
+gradient once it is complete, in the last micro-batch's backward only (accelerate's
+``GradientState.sync_gradients``; the other micro-batches' hooks return at once), before the clip; the
+step's row takes those norms and the clip's ``max_norm``, so its clipped norms follow (fp16's loss
+scale is divided out). Under DDP (world size > 1) the hooks would see each rank's gradients before the
+all-reduce, so there the clipped ones are recorded and the callback says so once. The loss is the step's loss as the Trainer logs it,
 from the ``loss`` the model returns: when the Trainer passes ``num_items_in_batch`` (models that
 take loss kwargs), each micro-batch's loss is already divided by the tokens of the whole step, so
 they are summed (times the world size with ``average_tokens_across_devices``); otherwise they are
@@ -40,6 +46,11 @@ class GradvizCallback(TrainerCallback):
         self._losses: list[torch.Tensor] = []
         self._per_step = False      # the model's losses are already divided by the step's token count
         self._hook = None
+        self._grad_hooks: list = []
+        self._raw: list[torch.Tensor | None] = []   # the last micro-batch's gradient norms, before the clip
+        self._sync = None                           # accelerate's GradientState: is this the last micro-batch
+        self._scaler = None
+        self._warned = False
 
     def _capture_loss(self, module, args, kwargs, output) -> None:
         loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
@@ -64,18 +75,61 @@ class GradvizCallback(TrainerCallback):
         self.watch = watch(model, self.path, every=self.every, optimizer=inner, **self.watch_options)
         self._hook = model.register_forward_hook(self._capture_loss, with_kwargs=True)
         if getattr(args, "max_grad_norm", 0) and args.max_grad_norm > 0:
-            log.warning("gradviz records the gradient norms after the Trainer clipped them to max_grad_norm=%g "
-                        "(what the optimizer steps with); max_grad_norm=0 records raw norms", args.max_grad_norm)
+            if getattr(args, "world_size", 1) > 1:
+                log.warning("gradviz records the gradient norms after the Trainer clipped them to max_grad_norm=%g "
+                            "under DDP (before the all-reduce, hooks see each rank's own gradients); "
+                            "max_grad_norm=0 records raw norms", args.max_grad_norm)
+            else:
+                self._hook_raw_norms(optimizer)
+
+    def _hook_raw_norms(self, optimizer) -> None:
+        from accelerate.state import GradientState     # the Trainer's accelerate: which micro-batch syncs
+
+        self._sync = GradientState()
+        self._scaler = getattr(optimizer, "scaler", None)   # fp16: the gradients are scaled until the clip
+        params = self.watch.stats.params
+        self._raw = [None] * len(params)
+        self._grad_hooks = [p.register_post_accumulate_grad_hook(self._norm_hook(i)) for i, p in enumerate(params)]
+
+    def _norm_hook(self, i: int):
+        raw, sync = self._raw, self._sync
+
+        def hook(p: torch.Tensor) -> None:
+            g = p.grad
+            if sync.sync_gradients and g is not None and g.layout == torch.strided:   # the whole step's, complete
+                raw[i] = torch.linalg.vector_norm(g.detach()).float()
+        return hook
+
+    def _take_raw(self) -> list[torch.Tensor | None] | None:
+        if not self._grad_hooks:
+            return None
+        norms = list(self._raw)
+        self._raw[:] = [None] * len(norms)
+        if self._scaler is not None and self._scaler.is_enabled():
+            inv = 1.0 / self._scaler.get_scale()
+            norms = [None if t is None else t * inv for t in norms]
+        return norms
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         if self.watch is None:
             return
-        self.watch.step(self._step_loss(args))
+        # numbered as the Trainer numbers it (state.global_step counts the steps done: this one is the next,
+        # from 1), so a run's steps line up with the Trainer's logs and checkpoints
+        raw = self._take_raw()
+        self.watch.step(self._step_loss(args), step=state.global_step + 1, grad_norms=raw,
+                        clipped_at=args.max_grad_norm if raw is not None else None)
+        if raw is not None and not self.watch.raw_norms_used and not self._warned:
+            self._warned = True     # a gradient the last micro-batch's backward did not reach (or a sharded model)
+            log.warning("gradviz: step %d records the gradient norms after the Trainer's clip (a parameter's "
+                        "gradient came from an earlier micro-batch only)", state.global_step + 1)
 
     def on_train_end(self, args, state, control, **kwargs):
         self.close()
 
     def close(self) -> None:
+        for h in self._grad_hooks:
+            h.remove()
+        self._grad_hooks = []
         if self._hook is not None:
             self._hook.remove()
             self._hook = None

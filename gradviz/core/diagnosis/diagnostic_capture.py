@@ -21,6 +21,8 @@ from torch.utils._pytree import tree_flatten
 from gradviz.core.trace.capture import Cut, ForwardCapture, _func_name, compiling, storage_ptr, user_location
 from gradviz.core.diagnosis.customs import CustomCall, CustomCallLog
 from gradviz.core.stats.sharding import ParamIndex
+from gradviz.core.runtime.locations import locate
+from gradviz.core.trace.inplace_watch import InplaceWatch, versions
 
 RELU_NAMES = {"relu", "relu_"}
 CLAMP_NAMES = {"clamp", "clamp_", "clamp_min", "clamp_min_", "clip", "clip_"}
@@ -110,6 +112,7 @@ class DiagnosticCapture(ForwardCapture):
 
     def __init__(self, model: nn.Module | None = None, activations: bool = True) -> None:
         super().__init__(model, check_finite=True)
+        self.index_cuts = True
         self.seq = 0
         self.params = ParamIndex(model)               # FSDP2's unsharded parameters too, as they appear
         self.param_ids = self.params.names
@@ -122,6 +125,7 @@ class DiagnosticCapture(ForwardCapture):
         self.cut_params: list[set[str]] = []        # parameters a cut took directly (p.detach())
         self.roundtrips: list[tuple[int, str, str, int]] = []   # (seq, call, location, input ptr)
         self.customs = CustomCallLog()                # user autograd.Function calls (see customs.py)
+        self.writes = InplaceWatch()                  # in-place writes and what each node's call saw
         self.record_activations = activations
 
     @property
@@ -196,7 +200,10 @@ class DiagnosticCapture(ForwardCapture):
         if name in ROUNDTRIP_NAMES and tensors:
             self.roundtrips.append((seq, name, self._user_location()[0], _ptr(tensors[0])))
         n_cuts = len(self.cuts)
+        before = versions(tensors) if not metadata else []
         out = super().__torch_function__(func, types, args, kwargs)
+        if before:
+            self._see_versions(name, seq, tensors, before, out)
         if name == "data" and tensors and tensors[0].requires_grad and isinstance(out, torch.Tensor):
             src = tensors[0]
             self.cuts.append(Cut("data", self._stack[-1], *self._user_location(),
@@ -217,6 +224,15 @@ class DiagnosticCapture(ForwardCapture):
         if self.record_activations and isinstance(out, torch.Tensor) and out.is_floating_point():
             self._activation(name, args, kwargs, out, seq)
         return out
+
+    def _see_versions(self, name: str, seq: int, tensors: list, before: list[int], out: Any) -> None:
+        """Writes this call made (versions that rose) and, when it made a node, what that node can have saved."""
+        if versions(tensors) != before:
+            where = locate(sys._getframe(2))
+            self.writes.see_writes(tensors, before, (self._stack[-1], where.user, where.code, where.library), name, seq)
+        outs = [t for t in (out if isinstance(out, (tuple, list)) else (out,)) if isinstance(t, torch.Tensor)]
+        if any(t.grad_fn is not None for t in outs):
+            self.writes.see_call(seq, tensors, before, outs)
 
     def _activation(self, name: str, args: tuple, kwargs: dict, out: torch.Tensor, seq: int) -> None:
         if name in RELU_NAMES:

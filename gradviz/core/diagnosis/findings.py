@@ -21,6 +21,7 @@ CODES: dict[str, str] = {
     "gradcheck-mismatch": "error",  # warning when no user autograd.Function is on the path
     "exploding": "warning",
     "vanishing": "warning",
+    "sometimes-unused": "warning",   # parameters without gradient on some training steps only (LayerDrop)
     "dead-relu": "warning",
     "saturated-sigmoid": "warning",
     "frozen": "info",

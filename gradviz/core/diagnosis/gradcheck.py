@@ -12,7 +12,12 @@ draws the same mask) and every buffer is restored before every forward (spectral
 power iteration, BatchNorm's running statistics and the like would otherwise change the
 function between the two sides of a difference).
 
-Precision: the first forward records the lowest floating precision that carries gradient
+Precision: forwards of the float64 copy run with float64 as torch's default dtype, so what
+the forward creates (``torch.zeros(...)`` in ``init_hidden``) is float64 too. A forward that
+still mixes precisions (``torch.eye(n).float()`` is float32 by name) fails on the float64
+copy: the check then runs in the model's own dtype, with tolerances derived from that dtype's
+rounding, and says so (``report.check_dtype``, a note): never ``check-incomplete`` for a
+healthy model. The first forward records the lowest floating precision that carries gradient
 inside the computation (T5's layer norm upcasts to float32 even in a float64 copy); below
 float64 the check loosens its tolerances and says so (``report.lowest_dtype``), and the
 checklist treats a mismatch there as not conclusive. ``report.functions_on_path`` names
@@ -53,6 +58,7 @@ class GradcheckReport:
     dtype: str = "float64"            # the loss's dtype
     lowest_dtype: str = "float64"     # the lowest precision that carries gradient inside
     functions_on_path: list[str] = field(default_factory=list)
+    check_dtype: str = "float64"      # the dtype the copy was checked in
     seconds: float = 0.0
     cancelled: bool = False
     notes: list[str] = field(default_factory=list)
@@ -71,7 +77,7 @@ class GradcheckReport:
 
     def to_dict(self) -> dict:
         return {"ok": self.ok, "eps": self.eps, "atol": self.atol, "rtol": self.rtol, "dtype": self.dtype,
-                "lowest_dtype": self.lowest_dtype, "functions_on_path": list(self.functions_on_path),
+                "lowest_dtype": self.lowest_dtype, "check_dtype": self.check_dtype, "functions_on_path": list(self.functions_on_path),
                 "seconds": self.seconds, "cancelled": self.cancelled, "notes": list(self.notes),
                 "params": [p.to_dict() for p in self.params], "functions": [f.to_dict() for f in self.functions]}
 
@@ -83,8 +89,10 @@ class GradcheckReport:
 class _Evaluator:
     """Forward + loss of a float64 copy, from the same state every time (RNG and buffers)."""
 
-    def __init__(self, script: ModelScript, model: nn.Module, inputs: tuple, targets: Any, seed: int) -> None:
+    def __init__(self, script: ModelScript, model: nn.Module, inputs: tuple, targets: Any, seed: int,
+                 dtype: torch.dtype = torch.float64) -> None:
         self.script, self.model, self.inputs, self.targets, self.seed = script, model, inputs, targets, seed
+        self.dtype = dtype           # torch's default dtype during each forward: what the forward creates
         self.no_grad_ok = True
         self.count = 0
         self.buffers = [(b, b.detach().clone()) for b in model.buffers()]
@@ -95,7 +103,12 @@ class _Evaluator:
             for live, saved in self.buffers:
                 live.copy_(saved)
         self.count += 1
-        return self.script.compute_loss(self.model, self.inputs, self.targets)
+        before = torch.get_default_dtype()
+        torch.set_default_dtype(self.dtype)
+        try:
+            return self.script.compute_loss(self.model, self.inputs, self.targets)
+        finally:
+            torch.set_default_dtype(before)
 
     def value(self) -> float:
         if self.no_grad_ok:
@@ -135,8 +148,17 @@ def prepare_copy(script: ModelScript, model: nn.Module | None = None, *, seed: i
         copy_ = script.new_model()
     else:
         copy_ = copy.deepcopy(model)
-    copy_.to(dtype)
     notes = []
+    fixed = traced_dtypes(copy_)
+    if fixed and dtype not in fixed:
+        # an fx graph (a torch.export program's module) holds its dtypes as constants (``.to(float32)``,
+        # dtype asserts): recast, it fails or computes in float32 anyway. Checked as it was traced, with the
+        # low-precision tolerances (the first forward finds the lowest precision: _set_precision)
+        dtype = min(fixed, key=lambda d: torch.finfo(d).bits)
+        notes.append(f"the model is a traced graph (a torch.export program) whose operations fix their dtypes "
+                     f"({', '.join(sorted(str(d).replace('torch.', '') for d in fixed))}): checked in "
+                     f"{str(dtype).replace('torch.', '')}, not float64")
+    copy_.to(dtype)
     dropped = [n or type(copy_).__name__ for n, m in copy_.named_modules() if isinstance(m, DROPOUT_TYPES)]
     for n, m in copy_.named_modules():
         if isinstance(m, DROPOUT_TYPES):
@@ -160,6 +182,28 @@ def prepare_copy(script: ModelScript, model: nn.Module | None = None, *, seed: i
         return t
 
     return copy_, tuple(cast(t) for t in inputs), cast(targets), notes
+
+
+def traced_dtypes(model: nn.Module) -> set[torch.dtype]:
+    """The floating dtypes written into the operations of an fx graph module (empty for a Python model)."""
+    graph = getattr(model, "graph", None) if isinstance(model, torch.fx.GraphModule) else None
+    if graph is None:
+        return set()
+    found: set[torch.dtype] = set()
+
+    def visit(value: Any) -> None:
+        if isinstance(value, torch.dtype) and value.is_floating_point:
+            found.add(value)
+        elif isinstance(value, (tuple, list)):
+            for v in value:
+                visit(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                visit(v)
+    for node in graph.nodes:
+        visit(node.args)
+        visit(node.kwargs)
+    return found
 
 
 class _FirstForward(CustomCallRecorder):
@@ -195,14 +239,22 @@ def _param_names(named: dict[str, torch.Tensor], params: Sequence[str] | None) -
     return list(params)
 
 
+def rounding_atol(dtype: torch.dtype, loss_value: float, eps: float) -> float:
+    """The absolute error a central difference carries from rounding alone: each of its two losses is
+    off by about ``n * u * |L|`` (``u`` the dtype's unit roundoff; n = 64 covers a forward's accumulated
+    roundings, Higham's bound for sums of that length), and the difference is divided by ``2 eps``."""
+    return 64 * torch.finfo(dtype).eps * max(1.0, abs(loss_value)) / eps
+
+
 def _set_precision(report: GradcheckReport, loss: torch.Tensor, lowest: torch.dtype) -> None:
     report.dtype = str(loss.dtype).replace("torch.", "")
     report.lowest_dtype = str(lowest).replace("torch.", "")
     if report.conclusive:
         return
-    report.eps, report.atol, report.rtol = (max(report.eps, LOW_PRECISION["eps"]),
-                                            max(report.atol, LOW_PRECISION["atol"]),
-                                            max(report.rtol, LOW_PRECISION["rtol"]))
+    report.eps = max(report.eps, LOW_PRECISION["eps"])
+    report.atol = max(report.atol, LOW_PRECISION["atol"],
+                      rounding_atol(lowest, float(loss.detach().double().sum()), report.eps))
+    report.rtol = max(report.rtol, LOW_PRECISION["rtol"])
     where = "the loss is" if report.dtype == report.lowest_dtype else "part of the computation is"
     report.notes.append(f"{where} computed in {report.lowest_dtype}, not float64 (even on the float64 copy): "
                         f"the check uses eps={report.eps:g} and looser tolerances (atol={report.atol:g}, "
@@ -228,14 +280,31 @@ def gradcheck_script(source: Any, *, params: Sequence[str] | None = None, sample
     script = source if isinstance(source, ModelScript) else load_script(source)
     report = GradcheckReport(eps=eps, atol=atol, rtol=rtol)
     m64, inputs, targets, notes = prepare_copy(script, model, seed=seed, step=step)
-    report.notes += notes
     ev = _Evaluator(script, m64, inputs, targets, seed)
-    named = dict(m64.named_parameters())
-    names = _param_names(named, params)
     first = _FirstForward()
     t0 = time.perf_counter()
-    with first:
-        raw = ev.loss()
+    try:
+        with first:
+            raw = ev.loss()
+    except ScriptError as exc:
+        own = _own_dtype(script, model, seed)
+        if own is None or exc.code != "forward-error":
+            raise
+        # the forward mixes precisions on a float64 copy (it creates tensors of a dtype by name): check the
+        # model in its own dtype, as it runs
+        m64, inputs, targets, notes = prepare_copy(script, model, seed=seed, step=step, dtype=own)
+        ev = _Evaluator(script, m64, inputs, targets, seed, dtype=torch.get_default_dtype())
+        report.check_dtype = str(own).replace("torch.", "")
+        report.notes.append(f"the forward fails on a float64 copy ({str(exc).splitlines()[0][:160]}): it creates "
+                            f"tensors of its own dtype, so the check ran in {report.check_dtype}, the dtype the model "
+                            "runs in, with tolerances from its rounding")
+        first = _FirstForward()
+        t0 = time.perf_counter()
+        with first:
+            raw = ev.loss()
+    report.notes += notes
+    named = dict(m64.named_parameters())
+    names = _param_names(named, params)
     loss = check_loss(raw, *script.loss_site())
     t_forward = max(time.perf_counter() - t0, 1e-4)
     _set_precision(report, loss, first.lowest)
@@ -264,6 +333,15 @@ def gradcheck_script(source: Any, *, params: Sequence[str] | None = None, sample
                             "(the loss bends sharply, or has kinks closer together than eps, along those elements)")
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _own_dtype(script: ModelScript, model: nn.Module | None, seed: int) -> torch.dtype | None:
+    """The floating dtype the model's parameters are in, when it is not float64 (else None)."""
+    if model is None:
+        torch.manual_seed(seed)
+        model = script.new_model()
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.get_default_dtype())
+    return None if dtype == torch.float64 else dtype
 
 
 def _run_plan(plan: list, ev: _Evaluator, report: GradcheckReport, budget_s: float | None,

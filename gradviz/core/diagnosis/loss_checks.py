@@ -12,7 +12,7 @@ import torch
 
 from gradviz.core.diagnosis.base import Check, Context
 from gradviz.core.diagnosis.findings import Finding
-from gradviz.core.diagnosis.nonfinite import is_inplace_error
+from gradviz.core.diagnosis.inplace import is_inplace_error
 from gradviz.core.diagnosis.numeric import backward_site
 from gradviz.core.diagnosis.reachability import unreachable_findings
 from gradviz.core.script.load import ScriptError, error_from_exception

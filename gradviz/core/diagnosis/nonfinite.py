@@ -1,4 +1,4 @@
-"""``nan`` / ``inf`` (where non-finite values are born) and ``inplace``.
+"""``nan`` / ``inf``: where non-finite values are born.
 
 Forward: the capture records, for every op whose output is non-finite, where that
 came from; the birth of what reaches the loss is the first op whose output went
@@ -6,9 +6,7 @@ non-finite while its inputs were finite. Backward: a hook on every node finds th
 first node that returned non-finite gradients from finite ones (what anomaly mode
 names); its origin gives the forward line that created it.
 
-In-place: when backward raises "modified by an inplace operation", the node being run
-is the one whose saved tensor was overwritten; the capture's in-place calls give the
-call that overwrote it and the op that had made the tensor.
+In-place changes of saved tensors are ``inplace.py``'s.
 """
 from __future__ import annotations
 
@@ -21,10 +19,6 @@ import torch
 from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_params
 from gradviz.core.diagnosis.probe import Probe
-
-INPLACE_RE = re.compile(r"modified by an inplace operation: \[([^\]]*?)\s*(\[[^\]]*\])?\], which is output "
-                        r"(\d+) of (\w+), is at version (\d+); expected version (\d+)")
-
 
 def _short(location: str | None) -> str:
     if not location:
@@ -150,12 +144,15 @@ def backward_findings(probe: Probe, step: int | None = None) -> list[Finding]:
     if not probe.backward_births:
         return []
     fn, kind = probe.backward_births[0]
+    discarded = _discarded_values(probe, fn)
+    if discarded is not None:
+        return [_discarded_finding(probe, fn, discarded, step)]
     nid = probe.node_id(fn)
     origin = _origin(probe, fn)
     location = (origin.location if origin is not None and origin.location else None) or _anomaly_location(fn)
     code = origin.code if origin is not None else ""
     module = origin.module if origin is not None else ""
-    bad = sorted(n for n, g in probe.grads.items() if g is not None and not bool(torch.isfinite(g).all()))
+    bad = _bad_grads(probe)
     what = "NaN" if kind == "nan" else "inf"
     when = f" at step {step}" if step else ""
     msg = (f"Backward produced {what} gradients{when} although the loss is finite: `{fn.name()}` is the first "
@@ -178,78 +175,63 @@ def backward_findings(probe: Probe, step: int | None = None) -> list[Finding]:
                     data={"node": name, "nan_origin": [nid] if nid else [], "stage": "backward", "step": step})]
 
 
-def is_inplace_error(exc: BaseException | None) -> bool:
-    return exc is not None and "modified by an inplace operation" in str(exc)
+def _bad_grads(probe: Probe) -> list[str]:
+    return sorted(n for n, g in probe.grads.items() if g is not None and not bool(torch.isfinite(g).all()))
 
 
-def inplace_findings(probe: Probe) -> list[Finding]:
-    # over 60 lines: one message told in the order a user reads it (the call, the tensor it changed, the node
-    # that saved it); split, the pieces would pass half a dozen locals back and forth
-    exc = probe.backward_error
-    if not is_inplace_error(exc):
-        return []
-    text = str(exc)
-    m = INPLACE_RE.search(text)
-    shape = None
-    version = None
-    if m:
-        try:
-            shape = [int(v) for v in re.findall(r"\d+", m.group(2) or "")]
-        except ValueError:
-            shape = None
-        version = int(m.group(5))
-    cap = probe.capture
-    failing = probe.last_node
-    nodes: list[str] = []
-    fid = probe.node_id(failing)
-    f_origin = _origin(probe, failing)
-    f_loc = (f_origin.location if f_origin is not None and f_origin.location else None) or \
-        (_anomaly_location(failing) if failing is not None else None)
-    # the in-place call: same shape and version, preferring one whose tensor the failing node could have saved
-    cands = [c for c in cap.inplace_calls
-             if (shape is None or c.shape == shape) and (version is None or c.version == version)]
-    if not cands:
-        cands = [c for c in cap.inplace_calls if shape is None or c.shape == shape]
-    # the call that changed the failing node's own saved output first (the node made that tensor)
-    cands.sort(key=lambda c: c.prior_node is not failing)
-    call = cands[0] if cands else None
-    creator = call.prior_node if call is not None else None
-    c_origin = _origin(probe, creator)
-    cid = probe.node_id(creator)
-    for n in (cid, fid):
-        if n and n not in nodes:
-            nodes.append(n)
-    parts = []
-    if call is not None:
-        made = (f"the output of `{c_origin.call or creator.name()}` (made at {_short(c_origin.location)})"
-                if c_origin is not None else
-                (f"the output of `{creator.name()}`" if creator is not None else "a tensor"))
-        parts.append(f"`{call.op}` at {_short(call.location)}" + (f" (`{call.code}`)" if call.code else "")
-                     + f" modifies in place {made}")
-    else:
-        parts.append("an in-place operation modified a tensor")
-    if failing is not None:
-        parts.append(f"but `{failing.name()}` (created at {_short(f_loc)}"
-                     + (f", `{f_origin.code}`" if f_origin is not None and f_origin.code else "")
-                     + ") had saved that tensor to compute its gradient, so backward fails with \"one of the "
-                     "variables needed for gradient computation has been modified by an inplace operation\"")
-    msg = (", ".join(parts) + ". Replace the in-place call by its out-of-place form (`y = y * 2` instead of "
-           "`y.mul_(2)`, `h = h + 1` instead of `h += 1`, `inplace=False`), or clone the tensor first.")
-    modules = [m for m in ((call.module if call else None), (f_origin.module if f_origin else None)) if m]
-    location = (call.location if call is not None and call.location else None) or f_loc
-    return [Finding("inplace", "error", msg, modules=list(dict.fromkeys(modules)), nodes=nodes, location=location,
-                    data={"inplace_call": call.op if call else None,
-                          "inplace_location": call.location if call else None,
-                          "saved_by": failing.name() if failing is not None else None,
-                          "saved_by_location": f_loc,
-                          "created_by": creator.name() if creator is not None else None,
-                          "created_at": c_origin.location if c_origin is not None else None,
-                          "error": text.split("Hint:")[0].strip()})]
+def _discarded_values(probe: Probe, fn: Any):
+    """The forward record of non-finite values a later op discarded, that this backward NaN comes from:
+    the values ``fn``'s own forward made, or its inputs held."""
+    if probe.capture is None:
+        return None
+    records = [r for r in probe.capture.nonfinite if r.discard is not None]
+    inputs = {nxt for nxt, _ in getattr(fn, "next_functions", ()) if nxt is not None}
+    return (next((r for r in records if r.node is fn), None)
+            or next((r for r in records if r.node is not None and r.node in inputs), None))
+
+
+# how to make an op's input safe, so the branch a mask throws away stays finite
+_SAFE_INPUT = {
+    "sqrt": "torch.sqrt(torch.where(mask, x, 1.0)) (or x.clamp_min(eps) where x may be 0 or negative)",
+    "rsqrt": "torch.rsqrt(torch.where(mask, x, 1.0))",
+    "log": "torch.log(torch.where(mask, x, 1.0)) (or x.clamp_min(1e-12))",
+    "log2": "torch.log2(torch.where(mask, x, 1.0))", "log10": "torch.log10(torch.where(mask, x, 1.0))",
+    "acos": "torch.acos(x.clamp(-1 + 1e-7, 1 - 1e-7))", "asin": "torch.asin(x.clamp(-1 + 1e-7, 1 - 1e-7))",
+    "arccos": "torch.arccos(x.clamp(-1 + 1e-7, 1 - 1e-7))", "arcsin": "torch.arcsin(x.clamp(-1 + 1e-7, 1 - 1e-7))",
+    "acosh": "torch.acosh(torch.where(mask, x, 2.0))", "arccosh": "torch.arccosh(torch.where(mask, x, 2.0))",
+    "exp": "torch.exp(torch.where(mask, x, 0.0))",
+    "div": "a / torch.where(mask, b, 1.0)", "__truediv__": "a / torch.where(mask, b, 1.0)",
+    "__rtruediv__": "1 / torch.where(mask, x, 1.0)", "reciprocal": "torch.where(mask, x, 1.0).reciprocal()",
+    "pow": "torch.where(mask, x, 1.0) ** p", "__pow__": "torch.where(mask, x, 1.0) ** p",
+}
+
+
+def _discarded_finding(probe: Probe, fn: Any, rec: Any, step: int | None) -> Finding:
+    op_name, d_module, d_loc, d_code = rec.discard
+    what = "NaN" if rec.kind == "nan" else "±inf"
+    when = f" at step {step}" if step else ""
+    bad = _bad_grads(probe)
+    safe = _SAFE_INPUT.get(rec.op, f"{rec.op}(torch.where(mask, x, <a value where {rec.op} is finite>))")
+    msg = (f"Backward produced NaN gradients{when} although the loss is finite: `{rec.op}` at {_short(rec.location)}"
+           + (f" (`{rec.code}`)" if rec.code else "")
+           + f" made {what} in {rec.count} element(s) that `{op_name}` at {_short(d_loc)}"
+           + (f" (`{d_code}`)" if d_code else "")
+           + " discards; backward multiplies their gradient by 0, and 0 × " + ("NaN" if rec.kind == "nan" else "inf")
+           + f" = NaN (`{fn.name()}` is the first node that returned NaN). "
+           + (f"{fmt_params(bad)} get non-finite gradients. " if bad else "")
+           + f"Make the discarded branch finite: mask the input before the op, e.g. `x_safe = torch.where(mask, x, "
+             f"1.0)` and then `torch.where(mask, {rec.op}(x_safe), other)`; for `{rec.op}`: {safe}. An epsilon after "
+             "the op does not help.")
+    nid = probe.node_id(rec.node)
+    return Finding("nan", "error", msg, params=bad, modules=[rec.module] if rec.module else [],
+                   nodes=[nid] if nid else [], location=rec.location or None,
+                   data={"node": fn.name(), "stage": "backward", "step": step, "cause": "discarded-nonfinite",
+                         "op": rec.op, "count": rec.count, "forward_kind": rec.kind,
+                         "discarded_by": op_name, "discard_location": d_loc or None,
+                         "library_location": rec.library or None, "nan_origin": [nid] if nid else []})
 
 
 FORWARD_NONFINITE = Check("non-finite values in forward", ("nan", "inf"), lambda ctx: forward_findings(ctx.probe),
                           needs=("forward",))
-INPLACE = Check("in-place changes", ("inplace",), lambda ctx: inplace_findings(ctx.probe),
-                needs=("backward-failed",), values=False)
 BACKWARD_NONFINITE = Check("non-finite gradients", ("nan", "inf"), lambda ctx: backward_findings(ctx.probe),
                            needs=("backward", "finite"))

@@ -10,7 +10,9 @@ vanishing. Layers are ordered as forward ran them (input first).
   input layer, rising layer over layer.
 - vanishing: layers toward the input whose norm falls below 1e-6 of the largest
   layer's (or below 1e-6 outright while also 100x below the largest), the largest
-  layer lying after them.
+  layer lying after them. Judged on depth: only the run of such layers that starts at
+  the input counts (the norms shrink toward the input); one tiny layer between healthy
+  ones (a gate initialised near zero, WavLM's relative-position gate) is not vanishing.
 - zero-init (info, instead of vanishing): layers whose gradient is exactly zero because a
   weight after them is all zeros (a zero-initialised head, as torchvision's ViT has by
   design): the gradient through a zero matrix is exactly zero, but that weight's own
@@ -104,9 +106,17 @@ def _vanishing(probe: Probe, layers: list[dict], data_norms: dict, skip_zero: bo
     biggest = norms[top]
     if biggest <= 0:
         return []
-    low = [e for e in layers[:top] if not (e["norm"] == 0 and skip_zero)
-           and (e["norm"] < VANISH_REL * biggest or (e["norm"] < VANISH_ABS and e["norm"] < 1e-2 * biggest))]
-    zero_w, low = _split_zero_init(probe, layers, low)
+    tiny = [e for e in layers[:top] if not (e["norm"] == 0 and skip_zero)
+            and (e["norm"] < VANISH_REL * biggest or (e["norm"] < VANISH_ABS and e["norm"] < 1e-2 * biggest))]
+    zero_w, unexplained = _split_zero_init(probe, layers, tiny)     # a (near-)zero weight after them explains some
+    run = []
+    for e in layers[:top]:          # the run from the input: a healthy layer before it ends the run
+        if e["norm"] == 0 and skip_zero:
+            continue                # a dead-ReLU layer (its own finding) neither counts nor ends the run
+        if e not in tiny:
+            break
+        run.append(e)
+    low = [e for e in run if e in unexplained]
     findings = [_zero_init_finding(zero_w, data_norms)] if zero_w else []
     if low:
         params = [p for e in low for p in e["params"]]

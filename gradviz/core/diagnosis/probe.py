@@ -2,7 +2,11 @@
 
 ``run_probe`` builds the model the way ``trace`` does (seed, inputs made to require
 grad), so the node ids it hands out (``op:<k>``, ``param:<name>``) are the ids of the
-traced graph the window shows. The forward runs under ``DiagnosticCapture``; backward
+traced graph the window shows. When the forward fails only because of that change (it
+raises with gradviz's grad-requiring inputs and runs with the inputs as the script made
+them: transformers' speech feature encoders set ``hidden_states.requires_grad = True``,
+which raises on a non-leaf), the probe is the run with the inputs as given
+(``Probe.inputs_as_given``): a check judges the model the user wrote, never a changed one. The forward runs under ``DiagnosticCapture``; backward
 runs with a hook on every node (the node being run when backward raised, where
 non-finite gradients were born).
 """
@@ -47,6 +51,7 @@ class Probe:
     last_node: Any = None                                  # node being run when backward raised
     backward_births: list[tuple[Any, str]] = field(default_factory=list)   # (node, 'nan'|'inf')
     seconds: float = 0.0
+    inputs_as_given: bool = False      # the model failed with inputs made to require grad, and ran without
 
     @property
     def forward_ok(self) -> bool:
@@ -68,6 +73,32 @@ def run_probe(script: ModelScript, *, step: int = 0, seed: int | None = 0, model
     forward, loss and backward are recorded on the returned ``Probe``.
     """
     start = time.perf_counter()
+    built = model is None
+    rng = torch.get_rng_state()
+    probe = _forward(script, step, seed, model, activations, input_grads=True)
+    if probe.error is not None and probe.error.code == "forward-error" and _float_inputs(probe.inputs):
+        # did gradviz's change (inputs that require grad) make it fail? Run the model as the script gave it,
+        # drawing the same random numbers
+        torch.set_rng_state(rng)
+        again = _forward(script, step, seed, None if built else probe.model, activations, input_grads=False)
+        if again.error is None or again.error.code != "forward-error":
+            probe = again
+            probe.inputs_as_given = True
+    if probe.error is None:
+        _name_nodes(probe)
+        probe.capture.customs.match_nodes(probe.nodes)
+        if backward:
+            _backward(probe)
+    probe.seconds = time.perf_counter() - start
+    return probe
+
+
+def _float_inputs(inputs: tuple) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in inputs)
+
+
+def _forward(script: ModelScript, step: int, seed: int | None, model: nn.Module | None, activations: bool,
+             input_grads: bool) -> Probe:
     if model is None:
         if seed is not None:
             torch.manual_seed(seed)
@@ -76,7 +107,8 @@ def run_probe(script: ModelScript, *, step: int = 0, seed: int | None = 0, model
     inputs, targets = script.get_batch(step)
     inputs = tuple(to_device(t, device) for t in inputs)
     targets = to_device(targets, device)
-    inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
+    if input_grads:
+        inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
     probe = Probe(script, model, inputs, targets)
     probe.param_names = {id(p): n for n, p in model.named_parameters()}
     cap = DiagnosticCapture(model, activations=activations)
@@ -84,21 +116,9 @@ def run_probe(script: ModelScript, *, step: int = 0, seed: int | None = 0, model
     try:
         with cap:
             probe.raw_loss = script.compute_loss(model, inputs, targets)
-    except ScriptError as exc:
-        probe.error = exc
-        probe.seconds = time.perf_counter() - start
-        return probe
-    try:
         probe.loss = script.check_loss(probe.raw_loss)
     except ScriptError as exc:
         probe.error = exc
-        probe.seconds = time.perf_counter() - start
-        return probe
-    _name_nodes(probe)
-    cap.customs.match_nodes(probe.nodes)
-    if backward:
-        _backward(probe)
-    probe.seconds = time.perf_counter() - start
     return probe
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import nn
 
+from gradviz.core.runtime.ties import tie_groups
 from gradviz.core.diagnosis.base import Check
 from gradviz.core.diagnosis.findings import Finding, fmt_params
 from gradviz.core.diagnosis.probe import Probe
@@ -53,6 +54,10 @@ def unreachable_findings(probe: Probe) -> list[Finding]:
     model = probe.model
     cap = probe.capture
     missing = [n for n, p in model.named_parameters() if p.requires_grad and n not in probe.reached]
+    # a parameter over the same bytes as one backward reached (two Parameter objects, one storage) is reached
+    # through its twin: its values train with the twin's gradient (core/runtime/ties.py)
+    twins = {name: group for group in tie_groups(model) for name in group}
+    missing = [n for n in missing if not any(t in probe.reached for t in twins.get(n, ()))]
     if not missing or cap is None:
         return []
     modules = dict(model.named_modules())
@@ -61,9 +66,29 @@ def unreachable_findings(probe: Probe) -> list[Finding]:
     for name in missing:
         groups.setdefault(_cause(probe, name, cut_params, modules), []).append(name)
     findings = []
+    random_skips = _skipped_at_random(probe, groups)
     for cause, names in groups.items():
-        findings.append(_finding(probe, cause, names, modules))
+        if cause in random_skips:
+            findings.append(random_skips[cause])
+        else:
+            findings.append(_finding(probe, cause, names, modules))
     return findings
+
+
+def _skipped_at_random(probe: Probe, groups: dict[tuple, list[str]]) -> dict[tuple, Finding]:
+    """Groups whose module never ran on this step but runs under other random draws (LayerDrop)."""
+    from gradviz.core.diagnosis.step_reachability import modules_run_under_other_draws, skipped_at_random_finding
+    never = {cause: names for cause, names in groups.items() if cause[0] == "never-called"}
+    if not never or not probe.model.training:
+        return {}
+    owners = {_owner(n) for names in never.values() for n in names}
+    ran = modules_run_under_other_draws(probe, owners)
+    out = {}
+    for cause, names in never.items():
+        skipped = sorted({_owner(n) for n in names})
+        if skipped and all(m in ran for m in skipped):
+            out[cause] = skipped_at_random_finding(names, skipped, ran)
+    return out
 
 
 # -- causes -----------------------------------------------------------------
@@ -320,5 +345,5 @@ def _short(location: str) -> str:
 
 
 FROZEN = Check("frozen parameters", ("frozen",), lambda ctx: frozen_findings(ctx.probe), values=False)
-UNREACHABLE = Check("reachability", ("unreachable",), lambda ctx: unreachable_findings(ctx.probe),
+UNREACHABLE = Check("reachability", ("unreachable", "sometimes-unused"), lambda ctx: unreachable_findings(ctx.probe),
                     needs=("forward",), values=False)

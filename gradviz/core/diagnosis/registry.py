@@ -19,7 +19,8 @@ from gradviz.core.diagnosis.base import Check, Context
 from gradviz.core.diagnosis.findings import CODES, Finding
 from gradviz.core.diagnosis.gradcheck_check import GRADCHECK
 from gradviz.core.diagnosis.loss_checks import BACKWARD_ERROR, LOSS
-from gradviz.core.diagnosis.nonfinite import BACKWARD_NONFINITE, FORWARD_NONFINITE, INPLACE
+from gradviz.core.diagnosis.inplace import INPLACE
+from gradviz.core.diagnosis.nonfinite import BACKWARD_NONFINITE, FORWARD_NONFINITE
 from gradviz.core.diagnosis.norms import NORMS
 from gradviz.core.diagnosis.numeric import Cancelled
 from gradviz.core.diagnosis.reachability import FROZEN, UNREACHABLE

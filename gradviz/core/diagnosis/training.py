@@ -20,23 +20,61 @@ from gradviz.core.diagnosis.nonfinite import backward_findings, forward_findings
 from gradviz.core.diagnosis.norms import EXPLODE_NORM, global_norm, norm_findings
 from gradviz.core.runtime.devices import model_device, to_device
 from gradviz.core.diagnosis.probe import run_probe
+from gradviz.core.diagnosis.step_reachability import StepWatch, sometimes_unused_findings
 from gradviz.core.script.load import ModelScript, ScriptError
 
 
 def training_findings(script: ModelScript, steps: int, *, seed: int = 0, cancel: Callable[[], bool] | None = None
                       ) -> tuple[list[Finding], dict[str, Any], torch.nn.Module]:
     """K steps; returns the findings, the loss/norm history and the trained model."""
-    # over 60 lines: the training loop and its two early exits (non-finite loss / gradients) read as one story
-    torch.manual_seed(seed)
+    _seed_all(seed)      # LayerDrop draws from torch, numpy (transformers' wav2vec2 family) or random
     model = script.new_model()
     opt = script.make_optimizer(model.parameters())
     device = model_device(model)
     losses: list[float] = []
     norms: list[float] = []
     findings: list[Finding] = []
+    watch = StepWatch(model)    # which parameters got a gradient on each step (step_reachability.py)
+    try:
+        _train(script, model, opt, steps, device, losses, norms, findings, watch, cancel)
+    finally:
+        watch.close()
+    data = {"losses": losses, "grad_norms": norms, "steps": len(losses)}
+    if not findings:
+        findings += sometimes_unused_findings(watch)
+    if len(norms) >= 2 and not any(f.severity == "error" for f in findings):
+        first = max(norms[0], 1e-12)
+        peak = max(norms)
+        rising = losses[-1] > losses[0]
+        if (peak / first >= 100 and rising) or peak > EXPLODE_NORM:
+            at = norms.index(peak)
+            msg = (f"Training: the global gradient norm grew from {fmt_num(norms[0])} to {fmt_num(peak)} "
+                   f"(step {at}) while the loss went from {fmt_num(losses[0])} to {fmt_num(losses[-1])}: the "
+                   "updates are too large and feed on themselves (exploding gradients). Lower the learning "
+                   "rate first; then check the init, add normalisation or warm-up. clip_grad_norm_ only "
+                   "treats the symptom.")
+            findings.append(Finding("exploding", "warning", msg, data={**data, "stage": "training"}))
+    return findings, data, model
+
+
+def _seed_all(seed: int) -> None:
+    """The same steps draw the same numbers: torch's, Python's and (when the script uses it) numpy's."""
+    import random
+    import sys
+    torch.manual_seed(seed)
+    random.seed(seed)
+    np = sys.modules.get("numpy")
+    if np is not None:
+        np.random.seed(seed)
+
+
+def _train(script: ModelScript, model: torch.nn.Module, opt: Any, steps: int, device: Any, losses: list[float],
+           norms: list[float], findings: list[Finding], watch: StepWatch, cancel: Callable[[], bool] | None) -> None:
+    """The steps; a non-finite loss or gradient stops them, with its finding."""
     for s in range(steps):
         if cancel is not None and cancel():
             break
+        watch.begin(s)
         inputs, targets = script.get_batch(s)
         inputs = tuple(to_device(t, device) for t in inputs)
         targets = to_device(targets, device)
@@ -71,21 +109,8 @@ def training_findings(script: ModelScript, steps: int, *, seed: int = 0, cancel:
             findings += found or [Finding("nan", "error", f"Training: gradients became non-finite at step {s} "
                                           "while the loss was finite.", data={"step": s})]
             break
+        watch.after_backward()
         opt.step()
-    data = {"losses": losses, "grad_norms": norms, "steps": len(losses)}
-    if len(norms) >= 2 and not findings:
-        first = max(norms[0], 1e-12)
-        peak = max(norms)
-        rising = losses[-1] > losses[0]
-        if (peak / first >= 100 and rising) or peak > EXPLODE_NORM:
-            at = norms.index(peak)
-            msg = (f"Training: the global gradient norm grew from {fmt_num(norms[0])} to {fmt_num(peak)} "
-                   f"(step {at}) while the loss went from {fmt_num(losses[0])} to {fmt_num(losses[-1])}: the "
-                   "updates are too large and feed on themselves (exploding gradients). Lower the learning "
-                   "rate first; then check the init, add normalisation or warm-up. clip_grad_norm_ only "
-                   "treats the symptom.")
-            findings.append(Finding("exploding", "warning", msg, data={**data, "stage": "training"}))
-    return findings, data, model
 
 
 def _rejudge_zero_init(ctx: Context, model: torch.nn.Module, steps: int) -> list[Finding]:
@@ -119,9 +144,13 @@ def training_check(ctx: Context) -> list[Finding]:
     ctx.extra["training"] = data
     if ctx.has("zero-init") and data["steps"] == steps and not any(f.severity == "error" for f in found):
         found += _rejudge_zero_init(ctx, model, steps)
+    if any(f.code == "sometimes-unused" for f in found):
+        # the K steps say on which steps; they replace the one-step finding (a module skipped at random at step 0)
+        ctx.findings[:] = [f for f in ctx.findings if not (f.code == "sometimes-unused" and f.data.get("random"))]
     have = {f.code for f in ctx.findings}
     return [f for f in found if f.code not in have]
 
 
-TRAINING = Check("training steps", ("nan", "inf", "exploding", "vanishing", "script-error"), training_check,
+TRAINING = Check("training steps", ("nan", "inf", "exploding", "vanishing", "sometimes-unused", "script-error"),
+                 training_check,
                  needs=("healthy", "steps"), reads=("zero-init",))

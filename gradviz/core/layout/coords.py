@@ -10,6 +10,9 @@
    whole blocks (relaxation of "block A left of block B" constraints, vectorised).
 
 All steps are whole-array numpy operations; no per-layer or per-vertex Python.
+
+With module clusters (``clusters``), compaction works on general separation constraints that also
+hold each cluster's two borders (``ConstraintCompactor``): every module is then one rectangle.
 """
 from __future__ import annotations
 
@@ -46,17 +49,19 @@ def _best(group: Array, keys: tuple[Array, ...], value: Array, nv: int) -> Array
 
 
 def alignment_blocks(slot: Array, rank: Array, up: Array, low: Array, w_low: Array,
-                     w_up: Array, trunk: Array) -> Array:
+                     w_up: Array, trunk: Array, reach: Array | None = None) -> Array:
     """Block root (topmost vertex) of every vertex.
 
     A vertex prefers the upper neighbour with the heaviest pull, then the one deepest in
     the graph (``trunk``: on the main data path rather than a parameter's stub); the
-    upper vertex accepts the heaviest of those that chose it.
+    upper vertex accepts the heaviest of those that chose it (then, with ``reach``, the one
+    whose edge runs furthest: a residual stream stays straight and its branch steps aside).
     """
     nv = len(slot)
     pref_up = _best(low, (-np.abs(rank[up] - rank[low]), trunk[up], w_low), up, nv)
     wanted = pref_up[low] == up
-    pref_low = _best(up[wanted], (w_up[wanted],), low[wanted], nv)
+    low_keys = (w_up[wanted],) if reach is None else (reach[low[wanted]], w_up[wanted])
+    pref_low = _best(up[wanted], low_keys, low[wanted], nv)
     lower = np.flatnonzero(pref_up >= 0)
     lower = lower[pref_low[pref_up[lower]] == lower]
     upper = pref_up[lower]
@@ -151,9 +156,103 @@ class LayerCompactor:
         return x
 
 
+class ConstraintCompactor:
+    """Like ``BlockCompactor`` for constraints ``x[j] >= x[i] + sep`` over blocks and cluster borders.
+
+    Pushing right starts the borders at -inf (they only move where something pushes them), pushing
+    left at +inf; the mean of the two is feasible. When the vectorised relaxation does not settle in
+    ``max_rounds`` (a very long chain of constraints), an exact pass in topological order finishes
+    it; constraints with a cycle (only blocks can make one) give ``None``.
+    """
+
+    def __init__(self, cons, root: Array, max_rounds: int = 200) -> None:
+        self.i, self.j, self.sep, self.n_vars = cons.i, cons.j, cons.sep, cons.n_vars
+        self.root = root
+        self.nv = len(root)
+        self.max_rounds = max_rounds
+        self._topo: list[int] | None = None
+
+    def _push(self, x: Array, right: bool) -> Array | None:
+        i, j, sep = self.i, self.j, self.sep
+        for _ in range(self.max_rounds):
+            if right:
+                cand = x[i] + sep
+                bad = cand > x[j] + 1e-9
+                if not bad.any():
+                    return x
+                np.maximum.at(x, j[bad], cand[bad])
+            else:
+                cand = x[j] - sep
+                bad = cand < x[i] - 1e-9
+                if not bad.any():
+                    return x
+                np.minimum.at(x, i[bad], cand[bad])
+        return self._exact(x, right)
+
+    def topological(self) -> list[int] | None:
+        """Variables in an order where every constraint goes forward; None on a cycle."""
+        if self._topo is None:
+            succ: list[list[int]] = [[] for _ in range(self.n_vars)]
+            indeg = np.bincount(self.j, minlength=self.n_vars).tolist()
+            for e, a in enumerate(self.i.tolist()):
+                succ[a].append(e)
+            jl = self.j.tolist()
+            order = [v for v in range(self.n_vars) if indeg[v] == 0]
+            for v in order:
+                for e in succ[v]:
+                    w = jl[e]
+                    indeg[w] -= 1
+                    if indeg[w] == 0:
+                        order.append(w)
+            self._topo = order if len(order) == self.n_vars else []
+        return self._topo or None
+
+    def _exact(self, x: Array, right: bool) -> Array | None:
+        order = self.topological()
+        if order is None:
+            return None
+        xs = x.tolist()
+        il, jl, sl = self.i.tolist(), self.j.tolist(), self.sep.tolist()
+        out: list[list[int]] = [[] for _ in range(self.n_vars)]
+        inn: list[list[int]] = [[] for _ in range(self.n_vars)]
+        for e in range(len(il)):
+            (out if right else inn)[il[e] if right else jl[e]].append(e)
+        if right:
+            for v in order:
+                for e in out[v]:
+                    w = jl[e]
+                    if xs[v] + sl[e] > xs[w]:
+                        xs[w] = xs[v] + sl[e]
+        else:
+            for v in reversed(order):
+                for e in inn[v]:
+                    u = il[e]
+                    if xs[v] - sl[e] < xs[u]:
+                        xs[u] = xs[v] - sl[e]
+        return np.asarray(xs)
+
+    def __call__(self, block_x: Array) -> Array | None:
+        """``block_x`` is indexed by root; returns x per vertex, or None (a cycle)."""
+        start = np.empty(self.n_vars)
+        start[:self.nv] = block_x
+        start[self.nv:] = -np.inf
+        r = self._push(start.copy(), right=True)
+        if r is None:
+            return None
+        start[self.nv:] = np.inf
+        lft = self._push(start, right=False)
+        if lft is None:
+            return None
+        return ((r[:self.nv] + lft[:self.nv]) / 2)[self.root]
+
+
 def assign_x(slot: Array, rank: Array, up: Array, low: Array, width: Array, n: int,
-             trunk: Array, gap: float, passes: int) -> Array:
-    """x centre of every vertex (real nodes 0..n-1, then dummies)."""
+             trunk: Array, gap: float, passes: int, clustered=None) -> Array:
+    """x centre of every vertex (real nodes 0..n-1, then dummies).
+
+    ``clustered``: ``(Clusters, options)`` to keep every cluster one rectangle (``_assign_clustered``)."""
+    if clustered is not None:
+        return _assign_clustered(slot, rank, up, low, width, n, trunk, gap, passes, *clustered)
     nv = len(slot)
     dummy = np.arange(nv) >= n
     w_low, w_up = edge_weights(n, up, low, nv)
@@ -172,8 +271,10 @@ def assign_x(slot: Array, rank: Array, up: Array, low: Array, width: Array, n: i
 
 
 def _pull_passes(x: Array, up: Array, low: Array, w_low: Array, w_up: Array, root: Array,
-                 compact, passes: int, fallback: LayerCompactor | None = None) -> Array:
-    """Move each block to the weighted mean x of its outside neighbours, then compact."""
+                 compact, passes: int, fallback: LayerCompactor | None = None,
+                 settle: float | None = None) -> Array:
+    """Move each block to the weighted mean x of its outside neighbours, then compact; with
+    ``settle``, stop once no vertex moved that far in a pass."""
     nv = len(x)
     for _ in range(passes):
         num = np.bincount(root[low], w_low * x[up], minlength=nv)
@@ -186,5 +287,44 @@ def _pull_passes(x: Array, up: Array, low: Array, w_low: Array, w_up: Array, roo
         new = compact(bx)
         if new is None:  # block constraints did not settle: per-layer from here on
             return fallback(bx[root]) if fallback is not None else x
+        if settle is not None:   # converged (up to a shift of the whole drawing): stop
+            moved = new - x
+            if np.abs(moved - np.median(moved)).max() < settle:
+                return new
         x = new
     return x
+
+
+def _assign_clustered(slot: Array, rank: Array, up: Array, low: Array, width: Array, n: int,
+                      trunk: Array, gap: float, passes: int, clusters, opts, reach, stub) -> Array:
+    """``assign_x`` with cluster borders. Blocks join only edges that do not cross a cluster's border
+    in the middle of its span (``clusters.alignable``); should the blocks still close a cycle of
+    constraints, vertices go on alone (one-vertex blocks never do: every layer orders the clusters
+    the same way)."""
+    from gradviz.core.layout import clusters as cl
+
+    nv = len(slot)
+    dummy = np.arange(nv) >= n
+    w_low, w_up = edge_weights(n, up, low, nv)
+    # a parameter's branch (the weight and its transpose) barely pulls the op it feeds: the data
+    # path keeps its straight block and the branch moves beside it, inside the module's frame
+    w_low = np.where(stub[up] & ~stub[low], 0.1 * w_low, w_low)
+    ok = cl.alignable(clusters, slot, up, low)
+    root = alignment_blocks(slot, rank, up[ok], low[ok], w_low[ok], w_up[ok], trunk, reach)
+
+    def compactor(root: Array) -> ConstraintCompactor:
+        cons = cl.constraints(clusters, slot, rank, width, dummy, root, gap, opts.cluster_pad,
+                              opts.cluster_pad_step, opts.cluster_gap)
+        return ConstraintCompactor(cons, root)
+
+    compact = compactor(root)
+    start = LayerCompactor(slot, rank, width, dummy, gap)(np.zeros(nv))
+    bx = np.bincount(root, start, minlength=nv) / np.maximum(np.bincount(root, minlength=nv), 1)
+    x = compact(bx)
+    if x is None:
+        root = np.arange(nv)
+        compact = compactor(root)
+        x = compact(start)
+    outside = root[up] != root[low]
+    return _pull_passes(x, up[outside], low[outside], w_low[outside], w_up[outside], root,
+                        compact, passes, settle=0.5)

@@ -15,8 +15,10 @@ from gradviz.core.layout.types import Layout, LayoutOptions, box_sizes
 
 
 def graphviz_layout(graph: nx.DiGraph, opts: LayoutOptions, timeout: float | None,
-                    sizes: list[tuple[float, float]]) -> Layout:
+                    sizes: list[tuple[float, float]], clusters: bool = False) -> Layout:
     """The ``Layout`` of ``graph`` computed by Graphviz ``dot -Tplain``; ``sizes`` per node, in order.
+    ``clusters``: each module a ``subgraph cluster_*`` nested like the module tree (how torchview
+    draws modules as boxes inside boxes).
 
     Raises ``RuntimeError`` when ``dot`` is not installed or fails.
     """
@@ -31,6 +33,8 @@ def graphviz_layout(graph: nx.DiGraph, opts: LayoutOptions, timeout: float | Non
     lines = [f"digraph G {{ nodesep={opts.node_gap / 72:.3f}; ranksep={opts.layer_gap / 72:.3f};",
              'node [shape=box, fixedsize=true, label=""];']
     lines += [f"{name[v]} [width={w / 72:.4f}, height={h / 72:.4f}];" for v, (w, h) in size.items()]
+    if clusters:
+        lines += _cluster_lines(graph, name)
     edge_list = [(u, v) for u, v in graph.edges if u != v]
     lines += [f"{name[u]} -> {name[v]};" for u, v in edge_list]
     lines.append("}")
@@ -39,6 +43,34 @@ def graphviz_layout(graph: nx.DiGraph, opts: LayoutOptions, timeout: float | Non
     if proc.returncode != 0:
         raise RuntimeError(f"dot failed: {proc.stderr.strip()[:500]}")
     return _parse_plain(proc.stdout, nodes, name, size, edge_list)
+
+
+def _cluster_lines(graph: nx.DiGraph, name: dict) -> list[str]:
+    """Nested ``subgraph cluster_k { ... }`` blocks, one per module that holds a node."""
+    from gradviz.core.layout.clusters import node_cluster_path
+
+    tree: dict[str, dict] = {}
+    for v, attrs in graph.nodes(data=True):
+        path = node_cluster_path(attrs)
+        at = tree
+        for part in path.split(".") if path else []:
+            at = at.setdefault(part, {})
+        at.setdefault("\0nodes", []).append(name[v])
+    out: list[str] = []
+    counter = [0]
+
+    def emit(sub: dict) -> None:
+        for key, child in sub.items():
+            if key == "\0nodes":
+                continue
+            counter[0] += 1
+            out.append(f"subgraph cluster_{counter[0]} {{")
+            out.extend(f"{n};" for n in child.get("\0nodes", []))
+            emit(child)
+            out.append("}")
+
+    emit(tree)
+    return out
 
 
 def _parse_plain(text: str, nodes: list, name: dict, size: dict, edge_list: list) -> Layout:
@@ -70,6 +102,8 @@ def _parse_plain(text: str, nodes: list, name: dict, size: dict, edge_list: list
 
 def layout_with_graphviz(graph: nx.DiGraph, options: LayoutOptions | None = None,
                          timeout: float | None = 120.0,
-                         sizes: Mapping[Hashable, tuple[float, float]] | None = None) -> Layout:
+                         sizes: Mapping[Hashable, tuple[float, float]] | None = None,
+                         clusters: bool = False) -> Layout:
     """The same ``Layout`` computed by Graphviz ``dot`` (optional, slow)."""
-    return graphviz_layout(graph, options or LayoutOptions(), timeout, box_sizes(graph, list(graph.nodes), sizes))
+    return graphviz_layout(graph, options or LayoutOptions(), timeout, box_sizes(graph, list(graph.nodes), sizes),
+                           clusters)

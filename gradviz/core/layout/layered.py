@@ -19,6 +19,9 @@ from typing import Hashable, Mapping
 import networkx as nx
 import numpy as np
 
+from gradviz.core.layout import clusters as cl
+from gradviz.core.runtime.gc_pause import gc_paused
+from gradviz.core.layout.cluster_layers import banded_layers
 from gradviz.core.layout.coords import assign_x
 from gradviz.core.layout.order import Orderer, module_groups, slot_ranks
 from gradviz.core.layout.types import Layout, LayoutOptions, box_sizes
@@ -111,6 +114,17 @@ def _components(n: int, src: Array, dst: Array) -> Array:
     rank = np.empty(len(roots), dtype=np.int64)
     rank[np.lexsort((roots, -counts))] = np.arange(len(roots))
     return rank[inv.ravel()]
+
+
+def _with_cluster_links(chain: Array, src: Array, dst: Array) -> tuple[Array, Array]:
+    """The edges plus a link from every node in a top-level cluster to that cluster's first node."""
+    if chain.shape[1] == 0:
+        return src, dst
+    top = chain[:, 0]
+    v = np.flatnonzero(top >= 0)
+    first = np.full(int(top.max()) + 1, -1, dtype=np.int64)
+    first[top[v][::-1]] = v[::-1]
+    return np.concatenate([src, v]), np.concatenate([dst, first[top[v]]])
 
 
 def _compact_layers(layer: Array, comp: Array) -> tuple[Array, Array]:
@@ -231,6 +245,42 @@ def _initial_rank(lay: _Layered, n: int, topo: list[int], dst: Array) -> Array:
     return slot_ranks(lay.slot, order)
 
 
+def _parameter_branches(graph: nx.DiGraph, n: int, src: Array, dst: Array, topo: list[int]) -> Array:
+    """Nodes that only parameters feed: the parameters and ops on them alone (a weight's transpose)."""
+    is_param = [attrs.get("kind") == "param" for _, attrs in graph.nodes(data=True)]
+    preds: list[list[int]] = [[] for _ in range(n)]
+    for u, v in zip(src.tolist(), dst.tolist()):
+        preds[v].append(u)
+    stub = [False] * n
+    for v in topo:
+        ps = preds[v]
+        stub[v] = is_param[v] or (bool(ps) and all(stub[p] for p in ps))
+    return np.asarray(stub, dtype=bool)
+
+
+def _with_placeholders(lay: _Layered, rank: Array, trunk: Array, clusters: cl.Clusters,
+                       comp_first_slot: Array):
+    """Append the clusters' placeholders (``clusters.placeholders``) as edgeless vertices, last in
+    their layers until ordering moves them into their cluster."""
+    p_slot, p_comp, p_chain = cl.placeholders(clusters, lay.slot, lay.comp)
+    if len(p_slot) == 0:
+        return lay, rank, trunk, clusters
+    width = np.bincount(lay.slot, minlength=int(lay.slot.max()) + 1)
+    extra = np.zeros(len(p_slot), dtype=np.int64)
+    o = np.argsort(p_slot, kind="stable")
+    first = np.r_[True, p_slot[o][1:] != p_slot[o][:-1]]
+    run = np.arange(len(o)) - np.maximum.accumulate(np.where(first, np.arange(len(o)), 0))
+    extra[o] = run
+    p_rank = width[p_slot] + extra
+    lay = _Layered(np.concatenate([lay.layer, p_slot - comp_first_slot[p_comp]]),
+                   np.concatenate([lay.comp, p_comp]), np.concatenate([lay.slot, p_slot]),
+                   lay.up, lay.low, lay.chain_start, lay.chain_len, lay.direct)
+    clusters = cl.Clusters(clusters.names, clusters.parent, clusters.height,
+                           np.concatenate([clusters.chain, p_chain]))
+    return (lay, np.concatenate([rank, p_rank]), np.concatenate([trunk, np.zeros(len(p_slot), dtype=trunk.dtype)]),
+            clusters)
+
+
 # ----------------------------------------------------------------------------- entry point
 
 
@@ -239,7 +289,15 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
     """Lay out ``graph`` top to bottom; see the module docstring for the pipeline.
 
     ``sizes``: (width, height) of each node's box, an input (the renderer measures its
-    text); nodes it lacks fall back to ``node_size``."""
+    text); nodes it lacks fall back to ``node_size``. The cycle collector is paused meanwhile:
+    the walks allocate lists by the ten thousand, and each full collection would re-scan the
+    caller's whole graph (a third of the time at 11,600 nodes)."""
+    with gc_paused():
+        return _layout(graph, options, sizes)
+
+
+def _layout(graph: nx.DiGraph, options: LayoutOptions | None,
+            sizes: Mapping[Hashable, tuple[float, float]] | None) -> Layout:
     opts = options or LayoutOptions()
     nodes = list(graph.nodes)
     n = len(nodes)
@@ -254,21 +312,46 @@ def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
     back, topo = _acyclic(n, src, dst)
     s2 = np.where(back, dst, src)  # back edges reversed: the layered graph is a DAG
     d2 = np.where(back, src, dst)
-    lp, layer = _assign_layers(n, s2, d2, topo, opts.pull_down_sources)
-    comp = _components(n, s2, d2)
+    use_clusters = opts.group_by_module and opts.clusters
+    if use_clusters:
+        clusters = cl.build(graph, nodes)
+        lp, layer = banded_layers(n, s2, d2, clusters, opts.pull_down_sources)
+    else:
+        lp, layer = _assign_layers(n, s2, d2, topo, opts.pull_down_sources)
+    if use_clusters:   # a module's nodes (a frozen parameter with no edge) join its component
+        comp = _components(n, *_with_cluster_links(clusters.chain, s2, d2))
+    else:
+        comp = _components(n, s2, d2)
     layer, comp_first_slot = _compact_layers(layer, comp)
     lay = _insert_dummies(n, s2, d2, layer, comp, comp_first_slot, opts.max_span)
     nv = len(lay.slot)
 
     rank = _initial_rank(lay, n, topo, d2)
-    vmod, modules = _vertex_modules(graph, nodes, s2, d2, lay, opts.group_by_module)
-    groups = module_groups(vmod, modules) if opts.group_by_module else []
-    rank = Orderer(lay.slot, lay.up, lay.low, groups).run(rank, opts.sweeps)
+    trunk = np.concatenate([lp, np.repeat(lp[s2], lay.chain_len) + 1])
+    clustered = None
+    if use_clusters:
+        clusters = cl.with_dummies(clusters, s2, d2, lay.chain_len, layer)
+        lay, rank, trunk, clusters = _with_placeholders(lay, rank, trunk, clusters, comp_first_slot)
+        nv = len(lay.slot)
+        orderer = Orderer(lay.slot, lay.up, lay.low, cl.order_groups(clusters.chain), clustered=True)
+        # layers each dummy's edge still runs below it: long edges keep the straight blocks
+        k = lay.chain_len
+        left = np.repeat(k, k) - (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))
+        reach = np.zeros(nv, dtype=np.int64)
+        reach[n:n + len(left)] = left
+        stub = np.zeros(nv, dtype=bool)
+        stub[:n] = _parameter_branches(graph, n, s2, d2, topo)
+        stub[n:n + len(left)] = np.repeat(stub[s2], k)
+        clustered = (clusters, opts, reach, stub)
+    else:
+        vmod, modules = _vertex_modules(graph, nodes, s2, d2, lay, opts.group_by_module)
+        groups = module_groups(vmod, modules) if opts.group_by_module else []
+        orderer = Orderer(lay.slot, lay.up, lay.low, groups)
+    rank = orderer.run(rank, opts.sweeps)
 
     width = np.concatenate([size[:, 0], np.zeros(nv - n)])
-    trunk = np.concatenate([lp, np.repeat(lp[s2], lay.chain_len) + 1])
     x = assign_x(lay.slot, rank, lay.up, lay.low, width, n, trunk, opts.node_gap,
-                 opts.x_passes)
+                 opts.x_passes, clustered)
     x = _place_components(x, width, lay.comp, opts.component_gap)
 
     n_layers = int(layer.max()) + 1
@@ -301,4 +384,4 @@ def _build_result(nodes: list, edge_list: list, back: Array, s2: Array, d2: Arra
         edges[edge_list[e]] = pts
     right = float(np.max(x + np.concatenate([size[:, 0], np.zeros(len(x) - n)]) / 2))
     return Layout(pos, sizes, edges, dict(zip(nodes, layer.tolist())), right, height,
-                  n_dummies=len(x) - n)
+                  n_dummies=int(lay.chain_len.sum()))

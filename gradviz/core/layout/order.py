@@ -97,8 +97,13 @@ def module_groups(vertex_module: Array, modules: list[str], max_depth: int = 6) 
 class Orderer:
     """Holds the static structure; ``run`` returns ranks within slots."""
 
-    def __init__(self, slot: Array, up: Array, low: Array, groups: list[Array]) -> None:
+    def __init__(self, slot: Array, up: Array, low: Array, groups: list[Array],
+                 clustered: bool = False) -> None:
+        """``clustered``: the groups are clusters (``clusters.order_groups``), ordered by one key over
+        all their layers, so a cluster left of another in one layer is left of it in every layer
+        (its frame can then be one rectangle); otherwise each layer orders its groups by itself."""
         self.slot, self.up, self.low = slot, up, low
+        self.clustered = clustered
         nv = len(slot)
         self.nv = nv
         self.n_slots = int(slot.max()) + 1 if nv else 0
@@ -111,7 +116,8 @@ class Orderer:
         # compact (slot, group) ids per depth for group means
         self.slot_groups = []
         for g in groups:
-            _, sg = np.unique(slot.astype(np.int64) * (int(g.max()) + 1) + g, return_inverse=True)
+            key = g if clustered else slot.astype(np.int64) * (int(g.max()) + 1) + g
+            _, sg = np.unique(key, return_inverse=True)
             sg = sg.ravel()
             self.slot_groups.append((sg, np.bincount(sg).astype(float)))
 
@@ -140,7 +146,10 @@ class Orderer:
             return rank
         keys = [rank[idx], bary[idx]]
         for sg, count in reversed(self.slot_groups):
-            gmean = np.bincount(sg[idx], bary[idx], minlength=len(count)) / count
+            if self.clustered:   # a cluster's key is the mean over all its layers, moving or not
+                gmean = np.bincount(sg, bary, minlength=len(count)) / count
+            else:
+                gmean = np.bincount(sg[idx], bary[idx], minlength=len(count)) / count
             keys += [sg[idx], gmean[sg[idx]]]
         slot = self.slot[idx]
         keys.append(slot)
@@ -153,10 +162,17 @@ class Orderer:
         new[idx[srt]] = pos - start
         return new
 
+    def consistent(self, rank: Array) -> Array:
+        """Every layer re-sorted by the clusters' keys from the current positions: the red-black steps
+        move odd and even layers apart, so two sibling clusters could swap between them."""
+        return self._reorder(rank, self._npos(rank), self.movable)
+
     def run(self, rank: Array, sweeps: int) -> Array:
         """Alternate down/up sweeps of red-black steps; keep the order with fewest crossings."""
         if self.nv == 0 or not self.movable.any():
             return rank
+        if self.clustered:
+            rank = self.consistent(rank)
         best, best_cross = rank, count_crossings(self.slot, rank, self.up, self.low)
         steps = max(2, int(self.n_slots ** 0.5) // 4)  # taller graphs need more steps
         steps = min(steps, 12)
@@ -168,6 +184,8 @@ class Orderer:
                     use_up, use_low = (down, not down) if step < steps - 1 else (True, True)
                     bary = self._barycenters(self._npos(rank), use_up, use_low)
                     rank = self._reorder(rank, bary, active)
+            if self.clustered:
+                rank = self.consistent(rank)
             cross = count_crossings(self.slot, rank, self.up, self.low)
             if cross < best_cross:
                 best, best_cross = rank, cross

@@ -22,6 +22,10 @@ class LayoutOptions:
     component_gap: float = 48.0  # horizontal gap between disconnected components
     pull_down_sources: bool = True  # put parameters right above the op that uses them
     max_span: int = 64  # edges spanning more layers are drawn straight, without bend points
+    clusters: bool = True  # with group_by_module: every module one rectangle (``clusters``)
+    cluster_pad: float = 8.0  # room between a module's border and its boxes (innermost module)
+    cluster_pad_step: float = 4.0  # more per level of modules inside (up to two levels)
+    cluster_gap: float = 8.0  # between the borders of two modules side by side
 
 
 @dataclass

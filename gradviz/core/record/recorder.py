@@ -172,6 +172,7 @@ class Watch:
         self._upd_now = False
         self._upd_cost = 0.0
         self._closed = False
+        self.raw_norms_used = False           # the last step's grad_norms (w.step) were recorded
         # the open step (see "before or after opt.step()" in the module docstring)
         self._grads_read = False              # grads of the current step already read (w.step or pre-hook)
         self._awaiting_update = False         # w.step done, optimizer step expected
@@ -215,8 +216,14 @@ class Watch:
     def n_steps(self) -> int:
         return self._step
 
-    def step(self, loss: Any = None, *, step: int | None = None) -> int:
-        """Record the step whose backward just ran; returns its step number."""
+    def step(self, loss: Any = None, *, step: int | None = None, grad_norms: Any = None,
+             clipped_at: float | None = None) -> int:
+        """Record the step whose backward just ran; returns its step number.
+
+        ``grad_norms``: the step's gradient norms measured before a clip the loop did itself (one 0-d
+        tensor per watched parameter, in ``stats.params`` order, None = no gradient), recorded instead
+        of the norms of the clipped ``.grad``; ``clipped_at``: that clip's ``max_norm``. When they do
+        not cover the gradients present, the measured norms stay and ``raw_norms_used`` is False."""
         if self._closed:
             raise RecordError("this watch is closed", self.path)
         loss = step_loss(loss, self._on_cpu)             # a bad loss raises here, before anything changes
@@ -237,6 +244,8 @@ class Watch:
         self._step = s + 1
         if not self._grads_read:
             self._read_grads(s)
+        if grad_norms is not None:
+            self.raw_norms_used = self.stats.use_grad_norms(grad_norms, clipped_at)
         self._open_loss = loss
         self._open_step = s
         if self.optimizer is None or self._updated:

@@ -117,12 +117,23 @@ def _unwrap(data: Any, path: Path) -> dict[str, torch.Tensor]:
 
 
 def load_weights(model: nn.Module, path: str | os.PathLike) -> None:
-    """Load a weights file into ``model``; every missing, unexpected or mis-shaped key is named."""
+    """Load a weights file into ``model``; every missing, unexpected or mis-shaped key is named.
+
+    Tied tensors (``core/runtime/ties.py``: one tensor under several names, found by identity or storage)
+    are one key: a file that holds any one name of a group fills the whole group, as ``save_pretrained``
+    (which leaves the tied name out) and safetensors' ``save_model`` (which keeps one name of each) write it.
+    """
+    from gradviz.core.runtime.ties import tie_groups
+
     state = read_state_dict(path)
     own = model.state_dict()
     if not set(state) & set(own) and all(k.startswith("module.") for k in state):
         state = {k[len("module."):]: v for k, v in state.items()}     # saved from a DDP/DataParallel wrapper
-    missing = sorted(set(own) - set(state))
+    twins = {name: group for group in tie_groups(model) for name in group}
+    # a tied key the file lacks is filled from the name of its group the file holds (one tensor, one value)
+    filled = {k: state[next(n for n in twins[k] if n in state)] for k in own
+              if k not in state and any(n in state for n in twins.get(k, ()))}
+    missing = sorted(set(own) - set(state) - set(filled))
     unexpected = sorted(set(state) - set(own))
     shapes = [f"{k} {tuple(state[k].shape)} vs the model's {tuple(own[k].shape)}" for k in own
               if k in state and state[k].shape != own[k].shape]
@@ -133,7 +144,15 @@ def load_weights(model: nn.Module, path: str | os.PathLike) -> None:
                  f"shapes differ: {'; '.join(shapes[:3])}" if shapes else ""]
         raise ScriptError("the weights do not fit the model: " + ", ".join(p for p in parts if p),
                           path=str(path))
-    model.load_state_dict(state)
+    differ = [group for group in twins.values() if not _same_values([state[n] for n in group if n in state])]
+    if differ:
+        raise ScriptError(f"the weights do not fit the model: {' and '.join(differ[0])} are one tensor in the model "
+                          "(tied) but hold different values in the file", path=str(path))
+    model.load_state_dict({**state, **filled})
+
+
+def _same_values(tensors: list[torch.Tensor]) -> bool:
+    return all(t is tensors[0] or torch.equal(t, tensors[0]) for t in tensors[1:])
 
 
 def refusal(path: str | os.PathLike) -> str | None:

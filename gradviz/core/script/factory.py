@@ -9,13 +9,17 @@ file and put real data in. ``note`` says, in words, what was invented.
 
 SHAPE is written ``1,3,224,224``; ``SHAPE:DTYPE`` picks the dtype (default float32);
 integer dtypes (token ids) take ``SHAPE:DTYPE:HIGH`` for values in ``[0, HIGH)``, by default the
-smallest ``nn.Embedding`` of the model (so every id is valid), else 2. The loss is ``sum`` (the
+rows of the model's input embedding (``get_input_embeddings()``, else its first ``nn.Embedding``: so
+every id is valid), else 2. ``--config KEY=VALUE,...`` builds a model class with a configuration class
+(transformers' ``GPT2LMHeadModel``) from that class's defaults and these overrides, or is passed to any
+other callable as keyword arguments (``construct``). The loss is ``sum`` (the
 default: every output gets gradient 1), ``mean``, or ``ce[:CLASSES]`` (cross-entropy over the
 last dimension against class indices invented in ``[0, CLASSES)``, by default all classes).
 """
 from __future__ import annotations
 
 import importlib
+import inspect
 import math
 import re
 import sys
@@ -29,7 +33,8 @@ from gradviz.core.runtime.errors import ScriptError
 from gradviz.core.runtime.formatting import byte_size
 from gradviz.core.script.meta import HEADROOM, available_bytes
 
-__all__ = ["InputSpec", "LossSpec", "Invented", "is_callable_spec", "parse_input", "parse_loss",
+__all__ = ["InputSpec", "LossSpec", "Invented", "is_callable_spec", "parse_input", "parse_loss", "parse_config",
+           "construct", "input_embedding",
            "first_tensor", "needs_inputs"]
 
 MAX_SIZE = 2 ** 40          # one dimension (torch's sizes are int64; beyond this no machine holds it)
@@ -130,6 +135,118 @@ def _resolve(target: str) -> Any:
     return obj
 
 
+CONFIG_VALUE = (int, float, bool, str, type(None))
+
+
+def parse_config(text: str | None) -> dict[str, Any]:
+    """``--config n_layer=2,n_embd=32,act=gelu``: keyword arguments, each value an int, a float, true /
+    false / none, or else a string (a ValueError says what is wrong). Data only: never evaluated."""
+    out: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in (text or "").split(","))):
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ValueError(f"--config {text!r}: write KEY=VALUE pairs separated by commas, e.g. n_layer=2,n_embd=32")
+        out[key] = _config_value(raw.strip())
+    return out
+
+
+def _config_value(raw: str) -> Any:
+    low = raw.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    return raw
+
+
+def _config_class(obj: Any) -> type | None:
+    """The configuration class a model class is built from (transformers' ``PreTrainedModel.config_class``)."""
+    config_class = getattr(obj, "config_class", None)
+    return config_class if isinstance(obj, type) and isinstance(config_class, type) else None
+
+
+def _auto_config(obj: Any) -> Any:
+    """For an auto class (``AutoModelForCausalLM``: ``from_config`` and no config class of its own), the
+    package's ``AutoConfig`` (its ``for_model(model_type, **kwargs)`` builds a config without the hub)."""
+    if not (isinstance(obj, type) and callable(getattr(obj, "from_config", None))):
+        return None
+    package = sys.modules.get(obj.__module__.partition(".")[0])
+    auto = getattr(package, "AutoConfig", None)
+    return auto if callable(getattr(auto, "for_model", None)) else None
+
+
+def _required(fn: Any) -> list[str]:
+    """The parameters ``fn`` cannot be called without (empty when the signature cannot be read)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in sig.parameters.values() if p.default is p.empty
+            and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+
+def construct(target: str, config: dict[str, Any] | None = None) -> Any:
+    """Call what ``target`` names to build the model.
+
+    - a class with a configuration class (every transformers model: ``GPT2LMHeadModel.config_class`` is
+      ``GPT2Config``) is built from that class's default configuration with ``config`` as overrides —
+      locally, never from the hub;
+    - an auto class (``AutoModel``) needs ``model_type`` in ``config`` (its ``AutoConfig.for_model``);
+    - any other callable is called with ``config`` as keyword arguments; one that needs arguments it was
+      not given is refused in one line saying how to give them (``--config`` or a factory of yours).
+    """
+    obj = _resolve(target)
+    config = dict(config or {})
+    hint = ("give them with --config KEY=VALUE,... (keyword arguments), or write a factory "
+            "(def build(): return ...) and open mymodule:build")
+    if _config_class(obj) is not None:
+        cls = _config_class(obj)
+        try:
+            cfg = cls(**config)
+        except (TypeError, ValueError) as exc:
+            raise ScriptError(f"cannot build {cls.__name__}(**{config}) for {target}: {exc}") from None
+        return _call(target, obj, cfg)
+    auto = _auto_config(obj)
+    if auto is not None:
+        model_type = config.pop("model_type", None)
+        if not isinstance(model_type, str):
+            raise ScriptError(f"{target} picks its model class from a configuration: name the class itself "
+                              "(e.g. transformers:GPT2LMHeadModel --config n_layer=2), or give --config "
+                              "model_type=gpt2,... (gradviz never downloads from the hub)")
+        try:
+            cfg = auto.for_model(model_type, **config)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise ScriptError(f"cannot build a {model_type!r} configuration for {target}: {exc}") from None
+        return _call(target, obj.from_config, cfg)
+    missing = [name for name in _required(obj) if name not in config]
+    if missing:
+        hub = " (from_pretrained reads a checkpoint from the hub or a folder; gradviz never downloads)" \
+            if target.endswith("from_pretrained") else ""
+        raise ScriptError(f"{target} needs argument(s) {', '.join(missing)}{hub}: {hint}")
+    return _call(target, obj, **config)
+
+
+def _call(target: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        from gradviz.core.script.load import error_from_exception
+
+        error = error_from_exception(exc, f"building the model with {target} raised", "script-error")
+        if isinstance(exc, TypeError) and "argument" in str(exc):
+            hub = "from_pretrained reads a checkpoint from the hub or a folder, and gradviz never downloads: " \
+                if "from_pretrained" in target else ""
+            error = error.with_hint(hub + "give the arguments with --config KEY=VALUE,... (keyword arguments), or "
+                                    "write a factory (def build(): return ...) and open mymodule:build")
+        raise error from None
+
+
 @dataclass
 class Invented:
     """The recipe of a model without a script: where the model comes from, and the inputs and loss invented."""
@@ -139,7 +256,8 @@ class Invented:
     inputs: list[InputSpec] = field(default_factory=list)
     loss: LossSpec = field(default_factory=LossSpec)
     weights: str | None = None                # a state_dict file loaded into the built model
-    vocab: int | None = field(default=None, init=False)    # smallest nn.Embedding of the last model built
+    config: dict[str, Any] = field(default_factory=dict)   # --config: the config class's overrides / kwargs
+    vocab: int | None = field(default=None, init=False)    # the input embedding of the last model built
     vocab_module: str | None = field(default=None, init=False)
     built: bool = field(default=False, init=False)          # a model was built: vocab is known
     _vocab_told: bool = field(default=False, init=False, repr=False)
@@ -151,7 +269,7 @@ class Invented:
 
     def to_json(self) -> dict:
         """The recipe as plain data (the generated script's JSON file; never code)."""
-        return {"target": self.target, "program": self.program, "weights": self.weights,
+        return {"target": self.target, "program": self.program, "weights": self.weights, "config": self.config,
                 "inputs": [{"shape": list(spec.shape), "dtype": str(spec.dtype).replace("torch.", ""),
                             "high": spec.high} for spec in self.inputs],
                 "loss": {"kind": self.loss.kind, "classes": self.loss.classes}}
@@ -178,11 +296,16 @@ class Invented:
                     and dtype in DTYPES and (high is None or (type(high) is int and 0 < high < MAX_SIZE))):
                 raise bad("inputs")
             inputs.append(InputSpec(tuple(shape), DTYPES[dtype], high))
+        config = data.get("config") or {}
+        if not (isinstance(config, dict) and all(isinstance(k, str) and k.isidentifier()
+                                                 and isinstance(v, CONFIG_VALUE) for k, v in config.items())):
+            raise bad("config")
         loss = data.get("loss") or {}
         kind, classes = loss.get("kind", "sum"), loss.get("classes")
         if kind not in ("sum", "mean", "ce") or not (classes is None or (type(classes) is int and classes > 0)):
             raise bad("loss")
-        return cls(target=target, program=program, inputs=inputs, loss=LossSpec(kind, classes), weights=weights)
+        return cls(target=target, program=program, inputs=inputs, loss=LossSpec(kind, classes), weights=weights,
+                   config=config)
 
     def build_model(self) -> nn.Module:
         if self.program is not None:
@@ -200,8 +323,13 @@ class Invented:
             # set the flag; let them (nn.Module's own train/eval, which change nothing in the graph).
             for name in ("train", "eval"):
                 model.__dict__.pop(name, None)
+            # a tied weight is lifted once and rebuilt as one Parameter per name over one storage: one
+            # parameter again, as in the model that was exported (core/runtime/ties.py)
+            from gradviz.core.runtime.ties import retie
+
+            retie(model)
         else:
-            model = _resolve(self.target)()
+            model = construct(self.target, self.config)
             if not isinstance(model, nn.Module):
                 raise ScriptError(f"{self.target}() returned a {type(model).__name__}, not a torch.nn.Module")
         if self.weights:
@@ -212,17 +340,19 @@ class Invented:
         return model
 
     def _find_vocab(self, model: nn.Module) -> None:
-        """The range of invented token ids: the smallest ``nn.Embedding`` (every id valid), stated once on
-        stderr (the note printed before the model existed could only say where it would come from)."""
-        sizes = sorted((m.num_embeddings, name) for name, m in model.named_modules() if isinstance(m, nn.Embedding))
-        self.vocab, self.vocab_module = sizes[0] if sizes else (None, None)
+        """The range of invented token ids: the model's input embedding (``get_input_embeddings()``, which
+        every transformers model has), else its first ``nn.Embedding`` in the order the model defines them;
+        stated once on stderr (the note printed before the model existed could only say where it would come from)."""
+        self.vocab, self.vocab_module = input_embedding(model)
         self.built = True
         guessed = [k for k, spec in enumerate(self.inputs) if spec.integer and spec.high is None]
         if guessed and not self._vocab_told:
             self._vocab_told = True
-            where = f"nn.Embedding {self.vocab_module or '(the model)'}" if self.vocab else "no nn.Embedding found"
+            where = f"the input embedding {self.vocab_module or '(the model)'}" if self.vocab else \
+                "no nn.Embedding found"
             print(f"gradviz: {self.source}: " + ", ".join(f"input {k}" for k in guessed)
-                  + f": token ids in [0, {self.vocab or 2}) ({where})", file=sys.stderr)
+                  + f": token ids in [0, {self.vocab or 2}) ({where}; give SHAPE:long:HIGH for another range)",
+                  file=sys.stderr)
 
     def batch(self, step: int) -> tuple[tuple[torch.Tensor, ...], Any]:
         if not self.inputs:
@@ -283,7 +413,27 @@ class Invented:
     def note(self) -> str:
         """What gradviz invented, in words (the CLI prints it; the window shows it)."""
         weights = f"; weights from {self.weights}" if self.weights else ""
+        if self.config:
+            weights = f"; config {', '.join(f'{k}={v}' for k, v in self.config.items())}" + weights
         return f"{self.source}: {describe_inputs(self)}; loss {describe_loss(self.loss)}{weights}"
+
+
+def input_embedding(model: nn.Module) -> tuple[int | None, str | None]:
+    """(rows, module name) of the embedding the model's token ids index: ``get_input_embeddings()`` when the
+    model has it (transformers), else the first ``nn.Embedding`` the model defines; (None, None) without one."""
+    names = {id(m): name for name, m in model.named_modules()}
+    getter = getattr(model, "get_input_embeddings", None)
+    if callable(getter):
+        try:
+            found = getter()
+        except (NotImplementedError, AttributeError):
+            found = None
+        if isinstance(found, nn.Embedding):
+            return found.num_embeddings, names.get(id(found), type(found).__name__)
+    for name, m in model.named_modules():
+        if isinstance(m, nn.Embedding):
+            return m.num_embeddings, name
+    return None, None
 
 
 def needs_inputs(source: str) -> ScriptError:
@@ -322,10 +472,10 @@ def describe_inputs(made: Invented) -> str:
 
 def _id_range(made: Invented) -> str:
     if made.vocab:
-        return f"ids in [0, {made.vocab}) (the smallest nn.Embedding)"
+        return f"ids in [0, {made.vocab}) (the input embedding {made.vocab_module})"
     if made.built:
         return "ids in [0, 2) (no nn.Embedding in the model)"
-    return "ids in [0, the smallest nn.Embedding's size, else 2)"
+    return "ids in [0, the input embedding's size, else 2)"
 
 
 def describe_loss(loss: LossSpec) -> str:

@@ -14,7 +14,7 @@ after the SHA-256 of its content, and a pair found in the cache is used only whe
 exactly the ones gradviz would write (otherwise it is written again): an edited cached script
 never runs.
 
-``model_source(text, inputs, loss, weights)`` returns ``(path, note)``: the script to open, and
+``model_source(text, inputs, loss, weights, config)`` returns ``(path, note)``: the script to open, and
 what was invented (None when nothing was). A plain ``.py`` without ``--weights`` is returned as it
 is. A weights file (``.pt``, ``.safetensors`` ...) raises a ScriptError that says what to open instead.
 """
@@ -30,7 +30,7 @@ from gradviz.core.runtime.atomic import AtomicFiles
 from gradviz.core.runtime.cache import CacheError, cache_folder, cache_root
 from gradviz.core.runtime.errors import ScriptError
 from gradviz.core.script.checkpoints import PROGRAM_SUFFIXES, refusal
-from gradviz.core.script.factory import Invented, is_callable_spec, needs_inputs, parse_input, parse_loss
+from gradviz.core.script.factory import Invented, is_callable_spec, needs_inputs, parse_config, parse_input, parse_loss
 
 __all__ = ["model_source", "cache_dir", "RECIPE_TEMPLATE", "WEIGHTS_TEMPLATE"]
 
@@ -136,14 +136,31 @@ def _holds(path: Path, text: str) -> bool:
         return False
 
 
+def sample_path(text: str) -> str:
+    """``@NAME``: the path of the sample shipped with gradviz (a ScriptError names the samples there are)."""
+    from gradviz.resources import sample, samples_dir
+
+    found = sample(text[1:])
+    if found is None:
+        folder = samples_dir()
+        names = sorted(str(p.relative_to(folder).with_suffix("")) for p in folder.rglob("*.py")
+                       if not p.name.startswith("_")) if folder else []
+        raise ScriptError(f"{text}: no such sample" + (f" (samples: {', '.join('@' + n for n in names[:12])}"
+                                                       f"{', ...' if len(names) > 12 else ''})" if names else ""))
+    return str(found)
+
+
 def model_source(text: str, inputs: list[str] | None = None, loss: str | None = None,
-                 weights: str | None = None) -> tuple[str, str | None]:
-    """The model script to open for ``text`` (a script, ``pkg.mod:callable`` or a ``.pt2``), and what was invented."""
+                 weights: str | None = None, config: str | dict | None = None) -> tuple[str, str | None]:
+    """The model script to open for ``text`` (a script, ``pkg.mod:callable``, a ``.pt2``, or ``@NAME``: a sample
+    shipped with gradviz, e.g. ``@mlp_digits``, ``@bugs/detach``), and what was invented."""
+    if text.startswith("@"):
+        text = sample_path(text)
     path = Path(text).expanduser()
     weights = str(Path(weights).expanduser().resolve()) if weights else None
     if path.suffix.lower() == ".py" or (path.exists() and path.suffix.lower() not in PROGRAM_SUFFIXES):
-        if inputs or loss:
-            raise ScriptError("--input and --loss are for a model without a script (PACKAGE.MODULE:CALLABLE or a "
+        if inputs or loss or config:
+            raise ScriptError("--input, --loss and --config are for a model without a script (PACKAGE.MODULE:CALLABLE or a "
                               ".pt2 program); a script defines batch and loss_fn itself", path=str(path))
         why = refusal(path)
         if why:
@@ -155,16 +172,20 @@ def model_source(text: str, inputs: list[str] | None = None, loss: str | None = 
     try:
         specs = [parse_input(i) for i in inputs or []]
         loss_spec = parse_loss(loss)
+        overrides = dict(config) if isinstance(config, dict) else parse_config(config)
     except ValueError as exc:
         raise ScriptError(str(exc)) from None
     if path.suffix.lower() in PROGRAM_SUFFIXES:
         if not path.is_file():
             raise ScriptError(f"no such program: {path}", path=str(path))
+        if overrides:
+            raise ScriptError("--config is for a model built by a callable; a .pt2 program is built already",
+                              path=str(path))
         made = Invented(program=str(path.resolve()), inputs=specs, loss=loss_spec, weights=weights)
     elif is_callable_spec(text):
         if not specs:   # only a program stores inputs: say so before anything is imported or built
             raise needs_inputs(text)
-        made = Invented(target=text, inputs=specs, loss=loss_spec, weights=weights)
+        made = Invented(target=text, inputs=specs, loss=loss_spec, weights=weights, config=overrides)
     else:
         raise ScriptError(f"{text}: no such file, and not PACKAGE.MODULE:CALLABLE (e.g. mypkg.models:build)")
     stem = made.target.replace(":", "_") if made.target else Path(made.program).stem

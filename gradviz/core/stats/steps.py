@@ -116,6 +116,30 @@ class StepStats:
         self.adaptive_seconds = time.perf_counter() - t0
         return total
 
+    def use_grad_norms(self, norms: Sequence[torch.Tensor | None], max_norm: float | None) -> bool:
+        """Replace the gradient norms ``grads_ready`` measured by ``norms`` (one 0-d tensor per
+        parameter, None = no gradient), measured earlier from the same gradients before something
+        (a trainer's clip) scaled them; ``max_norm``: that clip's threshold, from which the row's
+        clipped norms follow. The weight norms and the snapshot stay as measured. Returns False (the
+        measured norms stay) when ``norms`` do not cover exactly the gradients present now."""
+        numbers = self._numbers
+        if numbers is None or numbers.settle is not None or len(norms) != self.n:
+            return False
+        have = tuple(i for i, t in enumerate(norms) if t is not None)
+        if have != (numbers.present if numbers.present is not None else tuple(range(self.n))):
+            return False
+        values = numbers.values
+        with torch.no_grad():
+            if numbers.squared:
+                for k, i in enumerate(have):
+                    values[k] = float(norms[i]) ** 2
+            else:
+                like = values[0] if have else None
+                for k, i in enumerate(have):
+                    values[k] = norms[i].to(device=like.device, dtype=like.dtype)
+        numbers.max_norm = None if max_norm is None else float(max_norm)
+        return True
+
     def after_update(self) -> None:
         """Call after ``optimizer.step()``: the per-parameter norms of the update."""
         if self._updates_now and self._numbers is not None:

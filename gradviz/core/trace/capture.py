@@ -119,6 +119,10 @@ class ForwardCapture(TorchFunctionMode):
         self.model = model
         # check_finite: record where non-finite values are born (``nonfinite``, in forward order)
         self.check_finite = check_finite
+        # index_cuts: also record as cuts the calls that return integer tensors from inputs with a gradient
+        # (``torch.max(x, 1)[1]``): what ``check`` explains an unreachable parameter with; the traced view
+        # keeps to the named cuts (``values`` of such a call still carry the gradient)
+        self.index_cuts = False
         self.finite = FiniteWatch()
         self.origins: dict[Any, Origin] = {}
         self.cuts: list[Cut] = []
@@ -188,7 +192,7 @@ class ForwardCapture(TorchFunctionMode):
         out = func(*args, **kwargs) if kwargs else func(*args)
         if compiling() or threading.get_ident() != self._thread:
             return out
-        if cut:
+        if cut or (self.index_cuts and _made_indices(out)):
             self._record_cut(name, args, out, dropped)
         if self.check_finite:
             self._check_finite(name, args, kwargs or {}, out)
@@ -270,6 +274,18 @@ def storage_ptr(t: torch.Tensor) -> int:
         return t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError, TypeError):
         return 0
+
+
+def _made_indices(out: Any) -> bool:
+    """Whether a call returned integer or boolean tensors (``torch.max(x, 1)[1]``, ``topk``'s indices):
+    whatever carries only those has no gradient, whatever the call is named. ``_record_cut`` keeps it
+    only when an input carried a gradient."""
+    if isinstance(out, torch.Tensor):
+        return not (out.is_floating_point() or out.is_complex()) and out.dim() > 0
+    if isinstance(out, (tuple, list)):      # torch.return_types (max, topk, sort) are tuples
+        return any(isinstance(t, torch.Tensor) and not (t.is_floating_point() or t.is_complex()) and t.dim() > 0
+                   for t in out)
+    return False
 
 
 def _leaves(obj: Any) -> list:

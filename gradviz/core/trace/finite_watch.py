@@ -51,6 +51,10 @@ class NonFinite:
     index: list[int] = field(default_factory=list)          # first NaN element
     rows: list[list[int]] = field(default_factory=list)     # softmax-like: input rows with no finite value
     row_count: int = 0
+    # the first op that took these values and gave a finite float result (torch.where's other branch,
+    # masked_fill, indexing): (op, module, file:line, code). Forward looks healthy, but backward multiplies
+    # their gradient by 0, and 0 * inf (or 0 * nan) is NaN
+    discard: tuple[str, str, str, str] | None = None
 
 
 def all_finite(t: torch.Tensor) -> bool:
@@ -88,8 +92,13 @@ class FiniteWatch:
 
     def see(self, name: str, args: tuple, kwargs: dict, out: Any, where: tuple[str, str, str, str]) -> None:
         """After op ``name`` ran: ``where`` is (module, file:line, code, library location)."""
-        bad = [t for t in _floats(out if isinstance(out, (tuple, list)) else (out,)) if not all_finite(t)]
-        if not bad or len(self.records) >= MAX_RECORDS:
+        outs = _floats(out if isinstance(out, (tuple, list)) else (out,))
+        bad = [t for t in outs if not all_finite(t)]
+        if not bad:
+            if outs and self._source:
+                self._discards(name, args, kwargs, where)
+            return
+        if len(self.records) >= MAX_RECORDS:
             return
         inputs = [a for a in _floats((args, kwargs)) if not any(a is b for b in bad)]
         in_place = [a for a in _floats((args, kwargs)) if any(a is b for b in bad)]
@@ -97,7 +106,10 @@ class FiniteWatch:
         source = next((s for s in map(self._known, in_place + bad_in) if s is not None), None)
         out_nan = any(_has_nan(t) for t in bad)
         new_nan = out_nan and not any(_has_nan(a) for a in bad_in + in_place)
-        if source is None or (new_nan and self.records[source].kind != "nan"):
+        # a NaN made from ±inf is a birth of its own only when that inf was put there on purpose (a mask
+        # fill: the softmax over a fully masked row is what breaks); an inf born by accident (log(0), an
+        # overflowing exp) stays the birth, where the NaN made from it later (-inf * 0) came from
+        if source is None or (new_nan and self.records[source].kind != "nan" and self.records[source].intentional):
             cause = source
             source = self._birth(name, args, kwargs, bad, inputs_finite=not bad_in, where=where)
             self.records[source].cause = cause
@@ -106,6 +118,13 @@ class FiniteWatch:
                 self._source[id(t)] = (weakref.ref(t), source)
             except TypeError:
                 log.debug("cannot weak-reference a %s", type(t).__name__)
+
+    def _discards(self, name: str, args: tuple, kwargs: dict, where: tuple[str, str, str, str]) -> None:
+        """Op ``name`` gave a finite result from non-finite inputs with a record: it discards them."""
+        for a in _floats((args, kwargs)):
+            src = self._known(a)
+            if src is not None and self.records[src].discard is None:
+                self.records[src].discard = (name, where[0], where[1], where[2])
 
     def _birth(self, name: str, args: tuple, kwargs: dict, bad: list[torch.Tensor], inputs_finite: bool,
                where: tuple[str, str, str, str]) -> int:

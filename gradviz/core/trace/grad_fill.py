@@ -19,6 +19,7 @@ import networkx as nx
 import torch
 from torch import nn
 
+from gradviz.core.runtime.ties import tied_with
 from gradviz.core.stats import sharding
 from gradviz.core.stats import tensors as gstats
 from gradviz.core.trace.graph_build import add_param_node
@@ -184,9 +185,12 @@ def fill_param_stats(graph: nx.DiGraph, model: nn.Module, grads: dict[str, Any],
     full = options.details == "full"
     norms = Norms()
     nodes = graph.nodes
+    twins = tied_with(model)       # one tensor under several names (lm_head tied to the embedding): one node
     for name, p, value, grad in sharding.whole_params(model, grads):     # DTensors: gathered whole
         nid = add_param_node(graph, name, p)
         attrs = nodes[nid]
+        if twins.get(name):
+            attrs["tied"] = list(twins[name])
         if not attrs.get("reachable") and grad is not None:
             attrs["reachable"] = True   # backward re-ran its forward (reentrant checkpointing) and reached it
         if full:

@@ -13,6 +13,7 @@ import networkx as nx
 import torch
 from torch import nn
 
+from gradviz.core.trace.module_guess import place_ops_by_parameters
 from gradviz.core.trace import comm_nodes
 from gradviz.core.trace import memory
 from gradviz.core.stats import sharding
@@ -59,6 +60,8 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: "Fo
         g.add_edge(node_ids[r.grad_fn], rid, shape=list(r.shape), dtype=g.nodes[rid]["dtype"], output_nr=0, count=1)
     order = list(nx.topological_sort(g))
     _inherit_modules(g, order)
+    if cap is None and model is not None:     # a loss traced after its forward: modules from the parameters
+        place_ops_by_parameters(g, order, module_types)
     comm_nodes.annotate(g, model)      # FSDP / DTensor communication: labelled, in boxes of their own
     if options.saved_tensors:
         weights = {storage_key(t) for t in sharding.weight_tensors(model)}

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import networkx as nx
@@ -42,7 +42,7 @@ from gradviz.core.trace.grad_fill import fill_leaf_grads, fill_param_stats, run_
 from gradviz.core.trace.graph_build import add_param_node, build_graph, drop_recomputed_cuts
 from gradviz.core.script.meta import build_meta_model, meta_forward
 from gradviz.core.trace.modules import module_table
-from gradviz.core.script.load import ModelScript, check_loss, error_from_exception, load_script
+from gradviz.core.script.load import ModelScript, ScriptError, check_loss, error_from_exception, load_script
 from gradviz.core.runtime.threads import trace_threads
 from gradviz.core.trace.options import TraceOptions, resolve_options
 from gradviz.core.trace.walk import is_leaf
@@ -120,6 +120,23 @@ class Prepared:
 
 
 def prepare(script: ModelScript, options: TraceOptions, model: nn.Module | None = None) -> Prepared:
+    """``_prepare``; when the forward fails only because the inputs were made to require grad (a model
+    that sets ``requires_grad`` on a tensor made from them: transformers' speech feature encoders), again
+    with the inputs as the script made them: a trace shows the model the user wrote, without dL/dx."""
+    rng = torch.get_rng_state()
+    try:
+        return _prepare(script, options, model)
+    except ScriptError as exc:
+        if exc.code != "forward-error" or not options.input_grads or options.meta:
+            raise
+        torch.set_rng_state(rng)
+        try:
+            return _prepare(script, replace(options, input_grads=False), model)
+        except ScriptError:
+            raise exc from None
+
+
+def _prepare(script: ModelScript, options: TraceOptions, model: nn.Module | None = None) -> Prepared:
     """Seed, build the model (on the meta device with ``options.meta``), fetch the batch,
     run forward and the loss. ``model``: one already built the way this would build it (seeded
     first: ``core/script/fit_guard.py``) or on the meta device; the random state is left as it is."""

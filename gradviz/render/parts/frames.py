@@ -1,8 +1,9 @@
 """Labelled, nested frames around expanded modules (like torchview's clusters).
 
 A module drawn open (its nodes on their own, or its sub-modules as boxes) keeps a frame
-around everything it holds, so module boundaries stay visible after expanding. A frame is
-one padded strip per layer over each run of the module's boxes, joined across the gaps
+around everything it holds, so module boundaries stay visible after expanding. Where no other
+box lies inside the padded bounding box of its boxes (the clustered layout's promise) the frame
+is that rectangle. Otherwise it is one padded strip per layer over each run of the module's boxes, joined across the gaps
 between layers where no other box is in the way (``frame_shapes``): it follows the
 module's shape instead of a bounding box that would cover its neighbours' boxes. Outer
 modules get wider padding than the modules inside them, so frames nest (``frame_nesting``:
@@ -66,15 +67,19 @@ def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF]) -> list[Fr
         inside = {index[n] for n in members[module] if n in index}
         if not inside or len(inside) > MAX_FRAMED:
             continue
-        stack = shapes.bands(rows, inside, padding(heights[module]))
-        rects = [(x0, band.top, x1, band.bottom) for band in stack for x0, x1 in band.spans]
-        segments = shapes.outline(stack)
+        box = shapes.rectangle(rows, inside, padding(heights[module]))
+        if box is not None:   # the layout keeps modules apart (``core/layout/clusters``): one rectangle
+            rects, segments, frame_pieces = [box], shapes.box_outline(box), [box]
+        else:
+            stack = shapes.bands(rows, inside, padding(heights[module]))
+            rects = [(x0, band.top, x1, band.bottom) for band in stack for x0, x1 in band.spans]
+            segments, frame_pieces = shapes.outline(stack), shapes.pieces(stack)
         fill, line = area_path(rects), lines_path(segments)
         mtype = (modules_info.get(module) or {}).get("type") or ""
         outermost = not any(p in members for p in prefixes(module)[:-1])
         frames.append(Frame(module, f"{module} · {mtype}" if mtype else module, module.count(".") + 1,
                             heights[module], fill, line,
-                            [QRectF(QPointF(x0, y0), QPointF(x1, y1)) for x0, y0, x1, y1 in shapes.pieces(stack)],
+                            [QRectF(QPointF(x0, y0), QPointF(x1, y1)) for x0, y0, x1, y1 in frame_pieces],
                             outermost, rects, segments))
     return frames
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 Interval = tuple[float, float]
 MAX_SIDE_GAP = 60.0       # rows side by side further apart than this are not joined
+MAX_ROW_HALF = 200.0      # half the tallest box: rows whose centre lies this far outside a box may reach into it
 Box = tuple[float, float, float, float]          # left, top, right, bottom
 
 
@@ -40,6 +41,28 @@ class Rows:
         """Boxes of the rows whose centre lies in [y0, y1]."""
         lo, hi = bisect.bisect_left(self.ys, y0), bisect.bisect_right(self.ys, y1)
         return [i for y in self.ys[lo:hi] for i in self.row[y]]
+
+
+def rectangle(rows: Rows, inside: set[int], pad: tuple[float, float, float]) -> Box | None:
+    """The padded bounding box of the boxes ``inside``, or None when a box outside them meets it."""
+    pad_x, pad_top, pad_bottom = pad
+    boxes = rows.boxes
+    x0 = min(boxes[i][0] for i in inside) - pad_x
+    y0 = min(boxes[i][1] for i in inside) - pad_top
+    x1 = max(boxes[i][2] for i in inside) + pad_x
+    y1 = max(boxes[i][3] for i in inside) + pad_bottom
+    for i in rows.between(y0 - MAX_ROW_HALF, y1 + MAX_ROW_HALF):
+        if i in inside:
+            continue
+        b = boxes[i]
+        if b[0] < x1 and b[2] > x0 and b[1] < y1 and b[3] > y0:
+            return None
+    return (x0, y0, x1, y1)
+
+
+def box_outline(box: Box) -> list[tuple[float, float, float, float]]:
+    x0, y0, x1, y1 = box
+    return [(x0, y0, x1, y0), (x1, y0, x1, y1), (x1, y1, x0, y1), (x0, y1, x0, y0)]
 
 
 def bands(rows: Rows, inside: set[int], pad: tuple[float, float, float]) -> list[Band]:
