@@ -12,7 +12,7 @@ from transformers import GPT2Config, GPT2Model
 import gradviz
 from gradviz.cli.main import main
 from gradviz.core.record.compare import compare
-from gradviz.core.record.compare_view import compare_views
+from gradviz.core.record.compare_view import compare_views, scale_range
 from gradviz.core.record.reader import open_run
 
 
@@ -81,7 +81,7 @@ def test_gpt2_before_and_after_the_fix(gpt_runs, capsys):
     views = compare_views(c)
     wte = views.ratio.nodes.get("param:gpt.wte.weight") or next(
         a for n, a in views.ratio.nodes(data=True) if a.get("kind") == "group" and a.get("module") == "gpt")
-    assert wte["grad_norm"] == views.limit          # appeared: the red end of the scale
+    assert wte["grad_norm"] == scale_range(views.limit)[1]     # appeared: its own colour, past the red end
     assert main(["runs", "diff", str(before), str(after), "--top", "3"]) == 0
     out = capsys.readouterr().out
     assert "appeared  gpt." in out

@@ -6,7 +6,8 @@ import math
 import pytest
 
 from gradviz.core.record.compare import compare
-from gradviz.core.record.compare_view import LIMITS, RATIO_CMAP, compare_views, group_norm, ratio_value, ratio_view
+from gradviz.core.record.compare_view import (LIMITS, RATIO_CMAP, compare_views, group_norm, ratio_value, ratio_view,
+                                             scale_range)
 from gradviz.core.record.reader import open_run
 from test_compare import record
 
@@ -39,7 +40,7 @@ def test_ratio_view_across_a_fix(runs):
     for name in ("encoder.0.weight", "encoder.2.bias"):
         attrs = g.nodes[f"param:{name}"]
         assert attrs["norm_a"] is None and attrs["norm_b"] > 0
-        assert attrs["grad_norm"] == views.limit          # appeared: the red end
+        assert attrs["grad_norm"] == scale_range(views.limit)[1]   # appeared: its own colour, past the red end
     head = g.nodes["param:head.weight"]
     assert head["grad_norm"] == pytest.approx(head["norm_b"] / head["norm_a"])
     assert views.limit in LIMITS and g.graph["loss"] is None
@@ -48,7 +49,7 @@ def test_ratio_view_across_a_fix(runs):
 def test_ratio_values_and_map():
     assert ratio_value(1.0, 2.0, 10) == 2.0
     assert ratio_value(1.0, 1e6, 10) == 10 and ratio_value(1.0, 1e-9, 10) == pytest.approx(0.1)
-    assert ratio_value(None, 1.0, 100) == 100 and ratio_value(1.0, None, 100) == pytest.approx(0.01)
+    assert ratio_value(None, 1.0, 100) == scale_range(100)[1] and ratio_value(1.0, None, 100) == scale_range(100)[0]
     assert ratio_value(None, None, 10) is None and math.isnan(ratio_value(1.0, math.inf, 10))
     assert RATIO_CMAP.shape == (256, 3) and tuple(RATIO_CMAP[128]) >= (250, 250, 250)
     assert RATIO_CMAP[0][2] > RATIO_CMAP[0][0] and RATIO_CMAP[-1][0] > RATIO_CMAP[-1][2]   # blue ... red
@@ -100,3 +101,16 @@ def test_scale_ticks():
 
     assert scale_ticks(2.0) == [0.5, 1.0, 2.0]
     assert scale_ticks(1e3) == [1e-3, 0.01, 0.1, 1.0, 10.0, 100.0, 1e3]
+
+
+def test_a_vanished_gradient_has_its_own_colour_not_the_scales_end():
+    """Issue #27 item 6: a 5x drop in Compare's ratio view had exactly the "vanished" colour."""
+    from gradviz.core.output.colors import LogColorScale
+    from gradviz.core.record.compare_view import APPEARED_RGB, SCALE_CMAP, VANISHED_RGB
+
+    scale = LogColorScale(*scale_range(5.0), cmap=SCALE_CMAP)
+    drop, gone = scale.colors_for([ratio_value(5.0, 1.0, 5.0), ratio_value(5.0, None, 5.0)]).tolist()
+    rise, new = scale.colors_for([ratio_value(1.0, 5.0, 5.0), ratio_value(None, 1.0, 5.0)]).tolist()
+    assert tuple(gone) == tuple(VANISHED_RGB) and tuple(new) == tuple(APPEARED_RGB)
+    assert tuple(drop) != tuple(gone) and tuple(rise) != tuple(new)
+    assert tuple(drop) == tuple(RATIO_CMAP[0]) and tuple(rise) == tuple(RATIO_CMAP[-1])   # the finite scale's ends

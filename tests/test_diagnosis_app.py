@@ -126,6 +126,7 @@ def test_gradcheck_table_in_model_order_and_double_click(qtbot, win):
         panel.run_check()
     report = blocker.args[0]
     assert [p["name"] for p in report["params"]] == ["fc1.weight", "fc1.bias", "fc2.bias"]
+    assert "step 0, the script's freshly built model" in panel.status.text()     # its numbers name their step
     assert panel.table.rowCount() == 3 + len(report["functions"])
     assert panel.table.item(0, 4).text().startswith("FAIL")
     assert panel.table.item(2, 4).text() == "pass"

@@ -23,8 +23,8 @@ def _model():
     return nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 3))
 
 
-def _loop(model, path, steps=4, every=2, before_backward=None):
-    with watch(model, path, every=every) as w:
+def _loop(model, path, steps=4, every=2, before_backward=None, loop=True):
+    with watch(model, path, every=every, loop=loop) as w:
         for step in range(steps):
             g = torch.Generator().manual_seed(step)
             model.zero_grad()
@@ -59,10 +59,20 @@ def test_registered_with_its_reason_and_undone_between_sampled_steps(tmp_path, f
     def look(step):          # just before each step's backward: is the dispatcher in place?
         seen.append(torch.autograd.backward is backward_dispatch)
 
-    norms = _loop(_model(), tmp_path / "t.gvrun", steps=5, every=2, before_backward=look)
+    norms = _loop(_model(), tmp_path / "t.gvrun", steps=5, every=2, before_backward=look, loop=False)
     assert seen == [True, False, True, False, True]        # installed for sampled steps only
     assert sorted(norms) == [0, 2, 4]
     assert torch.autograd.backward is ORIGINAL and not patch.installed
+
+
+def test_with_the_loop_doctor_also_on_its_checked_steps_and_the_step_after(tmp_path, fresh_tap):
+    """The loop doctor (loop=True, the default) sees the backwards of the steps it checks (0, 1, 2 and every
+    10th) and of the step after each; between them the tap is off as before."""
+    seen = []
+    _loop(_model(), tmp_path / "t.gvrun", steps=14, every=10, before_backward=lambda s: seen.append(
+        torch.autograd.backward is backward_dispatch))
+    assert seen == [True] * 4 + [False] * 6 + [True, True] + [False] * 2
+    assert torch.autograd.backward is ORIGINAL
 
 
 def test_the_slower_path_when_the_patch_cannot_be_installed(tmp_path, fresh_tap, monkeypatch, caplog):

@@ -248,7 +248,8 @@ def test_the_loss_node_shows_the_chosen_steps_loss(qtbot, tmp_path, real_window)
         panel.choose_step(step)
         i = win.scene.index["loss"]
         assert win.scene.text_lines(i)[1] == num(losses[step])
-        qtbot.waitUntil(lambda: win.inspector.identity.values.get("loss") == num(losses[step]), timeout=5000)
+        qtbot.waitUntil(lambda: win.inspector.identity.values.get("loss") == f"{num(losses[step])}  (step {step:,})",
+                        timeout=5000)
 
 
 def test_update_ratios_measured_every_few_steps_are_drawn_joined(win, tmp_path):
@@ -270,3 +271,31 @@ def test_update_ratios_measured_every_few_steps_are_drawn_joined(win, tmp_path):
     ratio = curves[("update_ratio", 0)]
     assert ratio.xData.tolist() == [0, 3, 6, 9] and np.isfinite(ratio.yData).all()
     assert curves[("loss", 0)].xData.size == 10          # the other curves keep every step
+
+
+def test_run_a_training_script_from_the_run_menu(win, tmp_path, qtbot):
+    """Run ▸ Run a training script…: ``gradviz run`` in a child process (the UI thread does not wait), then
+    the run opens with the loop's findings (tests/loop_cases/zero_grad_once.py: grad-not-cleared)."""
+    import os
+    import shutil
+
+    panel = win.run_panel
+    assert panel.script_run_action.text() == "Run a training script…"
+    cases = Path(__file__).parent / "loop_cases"
+    for name in ("zero_grad_once.py", "common.py"):
+        shutil.copy(cases / name, tmp_path / name)
+    env_path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = str(Path(__file__).parent.parent) + (os.pathsep + env_path if env_path else "")
+    try:
+        t0 = time.perf_counter()
+        assert panel.script_run.start(tmp_path / "zero_grad_once.py", [], steps=12)
+        assert time.perf_counter() - t0 < 1.0                        # started, not waited for
+        qtbot.waitUntil(lambda: win.document.run.get("run_file") == str(tmp_path / "zero_grad_once.gvrun"),
+                        timeout=90_000)
+    finally:
+        os.environ["PYTHONPATH"] = env_path
+    assert win.document.run["steps"] == 12
+    assert any(f["code"] == "grad-not-cleared" for f in panel.findings), panel.findings
+    # the loop's findings are the document's findings too: the Diagnosis dock shows them, with the line
+    loop = win.document.findings["findings"]
+    assert [f["code"] for f in loop] == ["grad-not-cleared"] and loop[0]["location"].endswith("zero_grad_once.py:18")

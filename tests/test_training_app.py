@@ -66,12 +66,15 @@ def test_start_pause_resume_stop(qtbot, win):
     # live colours: sampled node norms use the graph's ids
     assert norms_seen and set(norms_seen[0]) <= set(win.document.graph.nodes)
     assert "param:fc1.weight" in norms_seen[0]
-    assert panel.step_label.text() == f"step {total}"
-    # the loss node shows the last step's loss, not the traced one
+    assert panel.step_label.text() == f"{total:,} steps done"
+    # the loss node shows the loss of the step training stopped at (measured then: #27), not the traced one
     from gradviz.app.formatting import num
 
-    last = float(panel.history.column("loss")[-1])
-    assert win.scene.text_lines(win.scene.index["loss"])[1] == num(last)
+    doc = win.document
+    qtbot.waitUntil(lambda: doc.loss_step == total, timeout=5_000)
+    assert win.scene.text_lines(win.scene.index["loss"])[1] == num(doc.live_loss) != num(doc.graph.graph["loss"])
+    assert win.scene.values.loss_step == total and panel.loss_label.text().endswith(f"(step {total:,})")
+    assert int(panel.history.column("step")[-1]) == total - 1      # the last row: step total - 1's loss
     assert panel.acc_label.text().startswith("accuracy")
 
 
@@ -213,9 +216,13 @@ def test_inspector_follows_the_selected_node_while_training(qtbot, win):
     qtbot.waitUntil(lambda: panel.state == "stopped", timeout=5_000)
     last = seen[-1]
     assert last["id"] == nid and last["grad"]["hist"] is not None and last["value"] is not None
-    node = win.document.graph.nodes[nid]
-    assert node["grad_norm"] == last["grad"]["norm"]
-    assert win.inspector.field("grad norm") == "%.4g" % last["grad"]["norm"] != traced
+    assert last["step"] < panel.worker.step_index
+    # stopped: the model training stopped at is measured, and the inspector shows that step (#27)
+    doc = win.document
+    qtbot.waitUntil(lambda: doc.step == doc.model_step == panel.worker.step_index, timeout=5_000)
+    assert doc.graph.nodes[nid]["grad_norm"] == pytest.approx(float(traced), rel=1e-3)   # the trace keeps step 0's
+    assert win.inspector.field("grad norm") == "%.4g" % doc.step_nodes[nid]["grad_norm"] != traced
+    assert win.inspector.gradient.values["step"] == f"step {doc.step:,}"
 
 
 def test_trainer_detail_equals_torch():

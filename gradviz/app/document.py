@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import networkx as nx
 
-from gradviz.core.layout.grouping import group_of
+from gradviz.app.document_views import ViewMapping
 from gradviz.core.trace.modules import prefixes
 
 Listener = Callable[["Document", str, dict], None]
@@ -56,7 +56,7 @@ class ViewResult:
     seconds: float = 0.0
 
 
-class Document:
+class Document(ViewMapping):
     _serials = itertools.count(1)
 
     def __init__(self, path: str | Path | None = None, kind: str = "script") -> None:
@@ -76,6 +76,11 @@ class Document:
         self.loss_step: int | None = None             # ...and its step (None: not known)
         self.norms_source = "traced"                  # where the norms shown come from: traced | training | recorded
         self.norms_step: int | None = None            # ...and their step (None: not known)
+        # the statistics computed for nodes at the step of the norms (``app/step_values.py``): a node's
+        # traced attributes are step 0's and never shown as another step's
+        self.step_nodes: dict[str, dict] = {}
+        self.model_step: int | None = None            # the step the live model stands at (training), if any
+        self.recompute: Callable[[str], bool] | None = None   # asks for a node's numbers at model_step
         self.marked_edges: dict[str, list[tuple[str, str]]] = {}
         self.marked_nodes: dict[str, list[str]] = {}
         self.fixed_range: tuple[float, float] | None = None   # set by the user; None = follow the data
@@ -126,6 +131,7 @@ class Document:
         self.view = self.layout = None
         self.norms, self.live_loss, self.loss_step = {}, None, None
         self.norms_source, self.norms_step = "traced", None
+        self.step_nodes, self.model_step = {}, None
         self.marked_edges, self.marked_nodes = {}, {}
         self.selected = ""
         self._order = self._range = None
@@ -164,9 +170,43 @@ class Document:
 
     def set_norms(self, norms: dict[str, float | None], step: int | None = None, source: str = "live") -> None:
         """Live gradient norms (full-graph ids) from ``step`` of ``source`` ('training', 'recorded')."""
+        if step != self.norms_step or source != self.norms_source:
+            self.step_nodes = {}      # statistics of another step are not this one's
         self.norms.update(norms)
         self.norms_source, self.norms_step = source, step
         self._changed("norms", norms=dict(norms))
+
+    def set_step_values(self, values: dict, source: str = "training") -> None:
+        """Every number of one step at once (``core/train/step_probe.probe_step``): its norms
+        (all nodes), loss and the full statistics of the nodes it measured."""
+        from gradviz.core.stats.tensors import prefixed
+
+        step = values["step"]
+        self.step_nodes = {}
+        self.norms = dict(values.get("norms") or {})
+        self.norms_source, self.norms_step = source, step
+        for nid, entry in (values.get("nodes") or {}).items():
+            fresh = prefixed(entry.get("grad"), "grad")
+            if entry.get("value") is not None:
+                fresh.update(prefixed(entry["value"], "value"))
+            self.step_nodes[nid] = fresh
+        self.live_loss, self.loss_step = values.get("loss"), step
+        self._changed("norms", norms=dict(self.norms))
+        self._changed("loss")
+        self._changed("stats", nid=self.selected)
+
+    def set_model_step(self, step: int | None) -> None:
+        """The step the live model stands at (None: no live model)."""
+        if step != self.model_step:
+            self.model_step = step
+            self._changed("model-step")
+
+    @property
+    def step(self) -> int | None:
+        """The step of the numbers shown: the traced step until training or a run gives others."""
+        if self.norms_source == "traced":
+            return self.graph.graph.get("step") if self.graph is not None else None
+        return self.norms_step
 
     def set_loss(self, value: float, step: int | None = None) -> None:
         self.live_loss, self.loss_step = value, step
@@ -194,9 +234,11 @@ class Document:
         self.fixed_range = rng
         self._changed("range")
 
-    def update_node_stats(self, nid: str, grad: dict | None, value: dict | None = None) -> bool:
-        """New gradient (and value) statistics for a node, e.g. from a training step;
-        False when the node is unknown. The full graph and the shown view both follow."""
+    def update_node_stats(self, nid: str, grad: dict | None, value: dict | None = None,
+                          step: int | None = None) -> bool:
+        """New gradient (and value) statistics for a node at ``step`` (e.g. a sampled training
+        step); False when the node is unknown. They are the step's (``step_nodes``): the traced
+        graph keeps its own."""
         from gradviz.core.stats.tensors import prefixed
 
         if self.graph is None or nid not in self.graph:
@@ -204,9 +246,10 @@ class Document:
         fresh = prefixed(grad, "grad")
         if value is not None:
             fresh.update(prefixed(value, "value"))
-        self.graph.nodes[nid].update(fresh)
-        if self.view is not None and nid in self.view:
-            self.view.nodes[nid].update(fresh)
+        if step is not None and (step != self.norms_step or self.norms_source == "traced"):
+            self.step_nodes = {}
+            self.norms_step, self.norms_source = step, "training"
+        self.step_nodes[nid] = fresh          # the traced graph keeps step 0's numbers
         self.norms[nid] = fresh["grad_norm"]
         self._changed("stats", nid=nid)
         return True
@@ -216,6 +259,8 @@ class Document:
         step's values, so the norms and colours do not change; the inspector follows."""
         if self.graph is None or nid not in self.graph:
             return False
+        if self.norms_source != "traced":
+            return False              # the replay is of the traced step: never another step's numbers
         self.graph.nodes[nid].update(attrs)
         if self.view is not None and nid in self.view:
             self.view.nodes[nid].update(attrs)
@@ -234,28 +279,6 @@ class Document:
         if self.graph is not None and nid in self.graph:
             return self.graph.nodes[nid]
         return {}
-
-    def visible_id(self, nid: str) -> str | None:
-        """The node on screen that stands for ``nid`` (itself, or the group holding it)."""
-        if self.view is None:
-            return None
-        if nid in self.view:
-            return nid
-        if nid.startswith("group:"):
-            box = group_of(nid[len("group:"):], self.expanded)
-            return self._box_id(box) if box else None
-        if self.graph is None or nid not in self.graph:
-            return None
-        attrs = self.graph.nodes[nid]
-        if attrs.get("kind") in ("loss", "input"):
-            return nid if nid in self.view else None
-        box = group_of(attrs.get("module", ""), self.expanded)
-        gid = self._box_id(box) if box else nid
-        return gid if gid in self.view else None
-
-    def _box_id(self, box: str) -> str:
-        """The view node drawing module ``box``: its group, or the fold of repeats holding it."""
-        return self.view.graph.get("fold_of", {}).get(box) or f"group:{box}"
 
     def expanded_to_show(self, nid: str) -> set[str]:
         """``expanded`` plus the modules that must open for ``nid`` to be drawn on its own."""
@@ -312,46 +335,3 @@ class Document:
             return None
         self._range = auto_range(values)
         return self._range
-
-    def view_norms(self, norms: dict[str, float | None]) -> dict[str, float | None]:
-        """Live norms of full-graph nodes mapped onto the view: groups get the norm of their
-        parameters (or the largest norm among their members when they have none)."""
-        if self.view is None:
-            return {}
-        out: dict[str, float | None] = {}
-        for nid, value in norms.items():
-            if nid in self.view:
-                out[nid] = value
-        for gid, attrs in self.view.nodes(data=True):
-            if attrs.get("kind") != "group":
-                continue
-            members = [m for m in attrs.get("members", ()) if m in norms]
-            if not members:
-                continue
-            params = [norms[m] for m in members if m.startswith("param:")]
-            if params:
-                if any(v is not None and not math.isfinite(v) for v in params):
-                    out[gid] = float("nan")
-                else:
-                    known = [v for v in params if v is not None]
-                    out[gid] = math.sqrt(sum(v * v for v in known)) if known else None
-            else:
-                known = [norms[m] for m in members if norms[m] is not None]
-                out[gid] = max(known) if known else None
-        return out
-
-    def view_edges(self, edges: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """Edges mapped onto the visible nodes (group boxes stand for their members).
-
-        Pairs the view has no edge for are kept: a broken edge is by definition one
-        autograd never recorded, and the scene draws it straight between the boxes."""
-        out = []
-        for u, v in edges:
-            a, b = self.visible_id(u), self.visible_id(v)
-            if a and b and a != b:
-                out.append((a, b))
-        return list(dict.fromkeys(out))
-
-    def view_nodes(self, ids: list[str]) -> list[str]:
-        out = [self.visible_id(n) for n in ids]
-        return list(dict.fromkeys(n for n in out if n))

@@ -16,6 +16,8 @@ from PySide6.QtCore import QTimer, SignalInstance
 
 from gradviz.app.document import Document
 from gradviz.app.inspector_panel import InspectorPanel
+from gradviz.app.inspector_sync import show_selection
+from gradviz.app.step_values import refresh_folds
 from gradviz.app.minimap import Minimap
 from gradviz.app.outline_panel import OutlinePanel
 from gradviz.app.overlays import Overlays
@@ -97,6 +99,7 @@ class GraphSync:
         h.outline.set_modules({}, set())
         h.inspector.show_node("", {})
         h.status.set_run({"script": str(doc.path) if doc.path else None})
+        h.status.set_step(None, "")
         h.search.refresh()
         h.hide_errors()
         h.status.clearMessage()          # a message about the previous document ("could not open x.py") goes too
@@ -105,7 +108,8 @@ class GraphSync:
 
     def document_edited(self, doc: Document, what: str, info: dict) -> None:
         handler = {"status": self._status, "graph": self._graph, "view": self._view, "norms": self._norms,
-                   "loss": self._loss, "marks": self._marks, "range": self._range, "stats": self._stats}.get(what)
+                   "loss": self._loss, "marks": self._marks, "range": self._range, "stats": self._stats,
+                   "model-step": self._model_step}.get(what)
         if handler is not None:
             handler(doc, info)
 
@@ -126,12 +130,16 @@ class GraphSync:
     def _graph(self, doc: Document, _info: dict) -> None:
         h = self.host
         h.outline.set_modules(doc.modules, doc.expanded, self.color_scale(), doc.graph)
-        h.inspector.show_summary(doc.graph)
+        show_selection(h.inspector, doc)
         h.graphChanged.emit(doc.graph)
 
     def _view(self, doc: Document, info: dict) -> None:
         self.host.outline.set_expanded(doc.expanded)
         self.show_view(doc, fit=info.get("fit", False))
+        if doc.selected and doc.selected not in doc.view:
+            # its box is gone (a fold unfolded, a group opened): the box holding it now, or nothing —
+            # never the Inspector of a box no longer drawn
+            doc.select([doc.selected], center=False)
 
     # -- on screen ---------------------------------------------------------------------
     def show_view(self, doc: Document, fit: bool) -> None:
@@ -143,6 +151,7 @@ class GraphSync:
         if rng is not None:
             scene.set_color_range(*rng, follow=doc.fixed_range is None)
         if doc.norms:
+            refresh_folds(doc)
             scene.set_norms(doc.view_norms(doc.norms), doc.norms_step, doc.norms_source)
         if doc.live_loss is not None:
             scene.set_loss(doc.live_loss, doc.loss_step)
@@ -157,11 +166,14 @@ class GraphSync:
         h.minimap.render_scene()
         h.overlays.place()
         h.status.set_run(doc.run, doc.view.number_of_nodes())
+        h.status.set_step(doc.step, doc.norms_source, doc.model_step)
         h.search.refresh()
         h.graphShown.emit()
 
     def _norms(self, doc: Document, info: dict) -> None:
+        refresh_folds(doc)            # the fold boxes' sparklines draw this step's per-repeat norms
         self.host.scene.set_norms(doc.view_norms(info.get("norms", {})), doc.norms_step, doc.norms_source)
+        self.host.status.set_step(doc.step, doc.norms_source, doc.model_step)
         # the module tree and the summary follow too, at most a few times a second
         if not self._panels_timer.isActive():
             self._panels_timer.start()
@@ -171,14 +183,17 @@ class GraphSync:
         if not self._panels_timer.isActive():
             self._panels_timer.start()
 
+    def settled(self) -> bool:
+        """No refresh of the panels is waiting (tests, the report)."""
+        return not self._panels_timer.isActive()
+
     def _refresh_panels(self) -> None:
         h, doc = self.host, self.document
         if doc.graph is None:
             return
         if doc.norms:
             h.outline.update_norms(doc.norms, h.scene.color_scale())
-        if not doc.selected and (doc.norms or doc.live_loss is not None):
-            h.inspector.show_summary(doc.graph, doc.norms, doc.live_loss)
+        show_selection(h.inspector, doc)     # the selected node too: never a number of an older step
 
     def _marks(self, doc: Document, _info: dict) -> None:
         scene = self.host.scene
@@ -199,7 +214,12 @@ class GraphSync:
     def _stats(self, doc: Document, info: dict) -> None:
         nid = info.get("nid")
         if nid and doc.selected == nid:
-            self.host.inspector.show_node(nid, doc.node(nid), doc.graph)
+            show_selection(self.host.inspector, doc)
+
+    def _model_step(self, doc: Document, _info: dict) -> None:
+        self.host.status.set_step(doc.step, doc.norms_source, doc.model_step)
+        if not self._panels_timer.isActive():
+            self._panels_timer.start()
 
     def color_scale(self) -> LogColorScale:
         return LogColorScale(*(self.document.norm_range() or (1e-6, 1.0)))

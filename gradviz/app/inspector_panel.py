@@ -14,8 +14,9 @@ from gradviz.app import inspector_memory as mem
 from gradviz.app.histogram import Histogram
 from gradviz.app.theme import palette_theme
 from gradviz.app.source_link import LocationLabel
+from gradviz.app.step_values import step_text
 
-STAT_ROWS = (("norm", "norm"), ("mean", "mean"), ("std", "std"), ("min", "min"), ("max", "max"),
+STAT_ROWS = (("norm", "norm"), ("mean", "mean"), ("std", "std (population)"), ("min", "min"), ("max", "max"),
              ("zero_frac", "zeros"), ("nan", "NaN"), ("inf", "Inf"), ("numel", "elements"))
 
 
@@ -108,6 +109,9 @@ class InspectorPanel(QScrollArea):
         lay.addStretch(1)
         self.setWidget(body)
         self.node_id = ""
+        self.shown_step: int | None = None
+        self.shown_state = "current"
+        self.member_norm = None          # node id -> norm at the shown step (set by the window)
         self.show_node("", {})
 
     # -- content -------------------------------------------------------------
@@ -118,9 +122,14 @@ class InspectorPanel(QScrollArea):
                 return section.values[key]
         return None
 
-    def show_node(self, nid: str, attrs: dict, graph=None) -> None:
+    def show_node(self, nid: str, attrs: dict, graph=None, step: int | None = None, state: str = "current",
+                  source: str = "traced", waiting: str = "") -> None:
+        """Node ``nid``: its ``attrs`` hold the numbers of ``step`` only (``app/step_values.node_now``);
+        ``state`` "norm": only the norm is known at that step, ``waiting`` says why the rest is not
+        (being computed, or how to get it)."""
         # long: one row per fact of a node, in the order the panel shows them
         self.node_id = nid
+        self.shown_step, self.shown_state = step, state
         for s in (self.identity, self.gradient, self.values):
             s.clear_rows()
         self.source = LocationLabel()
@@ -135,7 +144,7 @@ class InspectorPanel(QScrollArea):
         self.title.setText(str(attrs.get("label") or nid))
         self.histogram.show()
         if kind == "group":
-            self._show_group(nid, attrs, graph)
+            self._show_group(nid, attrs, graph, step, source)
             return
         op = attrs.get("op") or ""
         self.subtitle.setText(f"{kind} · {op}" if op and kind == "op" else kind)
@@ -173,7 +182,9 @@ class InspectorPanel(QScrollArea):
         else:
             idf.add("shape", f"{shape(attrs.get('shape'))}  {attrs.get('dtype', '')}  {attrs.get('device', '')}")
         if kind == "loss" and attrs.get("value") is not None:
-            idf.add("value", num(attrs.get("value")))
+            value_step = attrs.get("value_step", step)
+            idf.add("value", num(attrs.get("value")) + (f"  ({step_text(value_step, source)})"
+                                                       if value_step is not None else ""), key="loss value")
         if attrs.get("shard"):               # a sharded (FSDP2 / DTensor) parameter: global shape above
             idf.add("shard", fmt_layout(attrs["shard"]).split(" ", 1)[1])
         if attrs.get("comm"):                # a communication step FSDP2 / DTensor put into the graph
@@ -188,24 +199,29 @@ class InspectorPanel(QScrollArea):
             idf.add(label, text, key=label)
         idf.show()
         meta = graph is not None and graph.graph.get("meta")
+        self._name_step(self.gradient, "Gradient", step, source, meta)
         self._show_stats(self.gradient, attrs, "grad", mem.META_TEXT if meta else "no gradient flowed here")
-        if graph is not None and graph.graph.get("details") == "norms" and attrs.get("grad_norm") is not None \
-                and attrs.get("grad_mean") is None:
-            self.gradient.add("details", attrs.get("details_error") or "computing…", key="details")
+        if attrs.get("grad_norm") is not None and attrs.get("grad_mean") is None and (
+                state == "norm" or (graph is not None and graph.graph.get("details") == "norms")):
+            self.gradient.add("details", attrs.get("details_error") or waiting or "computing…", key="details")
         self.histogram.setVisible(self.histogram.set_hist(attrs.get("grad_hist")))
         self.gradient.show()
         if kind == "param":
-            self._show_stats(self.values, attrs, "value", mem.META_TEXT if meta else "")
+            self._name_step(self.values, "Parameter values", step, source, meta)
+            self._show_stats(self.values, attrs, "value", mem.META_TEXT if meta else (
+                waiting or "computing…") if state != "current" else "")
             self.values.show()
         else:
             self.values.hide()
         self._show_saved(attrs.get("saved") or [], attrs.get("saved_stats"))
 
-    def show_summary(self, graph, live: dict | None = None, loss: float | None = None) -> None:
+    def show_summary(self, graph, live: dict | None = None, loss: float | None = None,
+                     step: int | None = None, source: str = "traced", loss_step: int | None = None) -> None:
         """Nothing selected: an overview of the traced run and where the gradient is; ``live``
-        (node id -> norm, a training or recorded step) replaces the traced norms, ``loss`` the
-        traced loss."""
+        (node id -> norm, ``step`` of a training or recorded run) replaces the traced norms,
+        ``loss`` (of ``loss_step``) the traced loss."""
         self.node_id = ""
+        self.shown_step, self.shown_state = step, "current"
         for sec in (self.identity, self.gradient, self.values):
             sec.clear_rows()
         if graph is None:
@@ -225,7 +241,9 @@ class InspectorPanel(QScrollArea):
         else:
             idf.add("script", script.rsplit("/", 1)[-1], key="script")
         idf.add("device", graph.graph.get("device") or "—", key="device")
-        idf.add("loss", num(graph.graph.get("loss") if loss is None else loss), key="loss")
+        if loss is None:
+            loss, loss_step = graph.graph.get("loss"), graph.graph.get("step")
+        idf.add("loss", num(loss) + (f"  ({step_text(loss_step)})" if loss_step is not None else ""), key="loss")
         idf.add("graph", f"{count(graph.number_of_nodes())} nodes · {count(graph.number_of_edges())} edges")
         idf.add("parameters", count(root.get("numel")), key="parameters")
         for label, text in mem.summary_rows(graph):
@@ -237,7 +255,8 @@ class InspectorPanel(QScrollArea):
         present = [v for v in values.values() if v is not None]
         total = math.sqrt(math.fsum(v * v for v in present)) if present else root.get("grad_norm")
         g = self.gradient
-        g.setTitle("Gradient")
+        self._name_step(g, "Gradient", step if live else graph.graph.get("step"), source if live else "traced",
+                        graph.graph.get("meta"))
         if graph.graph.get("meta"):   # no values at all: nothing is missing, nothing is known
             g.add("", mem.META_TEXT, key="total grad norm")
             params = []
@@ -276,15 +295,27 @@ class InspectorPanel(QScrollArea):
         for key, label in STAT_ROWS:
             value = attrs.get(f"{prefix}_{key}")
             text = count(value) if key in ("nan", "inf", "numel") else num(value)
-            if key == "zero_frac" and value is not None:
-                text = f"{num(value)}  ({value * 100:.1f} %)"
+            if key == "zero_frac" and value is not None:    # a fraction of the elements: say it as one
+                text = f"{value * 100:.1f} %" + (f"  ({count(round(value * numel))} of {count(numel)})"
+                                                 if (numel := attrs.get(f"{prefix}_numel")) else "")
             w = section.add(label, text, key=f"{prefix} {key}")
             if key in ("nan", "inf") and value:
                 w.setStyleSheet(alarm_css(palette_theme(self.palette())))
 
-    def _show_group(self, nid: str, attrs: dict, graph) -> None:
+    def _name_step(self, section: _Section, title: str, step, source: str, meta) -> None:
+        """A section of numbers says which step they are: "Gradient · step 2,708"."""
+        if meta:
+            section.setTitle(title)
+            return
+        text = step_text(step, source)
+        section.setTitle(f"{title} · {text}")
+        section.values["step"] = text
+        section.step = step
+
+    def _show_group(self, nid: str, attrs: dict, graph, step=None, source: str = "traced") -> None:
         fold = bool(attrs.get("fold"))
         self.subtitle.setText("repeated blocks, folded" if fold else "module group · double-click to expand")
+        self.folded = fold
         idf = self.identity
         idf.setTitle("Repeated blocks" if fold else "Module")
         idf.add("module", attrs.get("parent" if fold else "module", "") or "(model)", key="module")
@@ -294,6 +325,7 @@ class InspectorPanel(QScrollArea):
             idf.add(label, text, key=label)
         idf.show()
         g = self.gradient
+        self._name_step(g, "Gradient", step, source, graph is not None and graph.graph.get("meta"))
         g.add("norm", num(attrs.get("grad_norm")), key="grad norm")
         if attrs.get("grad_nan"):
             g.add("NaN", count(attrs.get("grad_nan")), key="grad nan")
@@ -302,8 +334,8 @@ class InspectorPanel(QScrollArea):
         members = [m for m in attrs.get("members", ()) if m.startswith("param:")]
         if members and graph is not None:
             for m in members[:200]:
-                a = graph.nodes[m] if m in graph else {}
-                g.add(m[len("param:"):], num(a.get("grad_norm")), key=m)
+                g.add(m[len("param:"):], num(self.member_norm(m) if self.member_norm else
+                                             (graph.nodes[m].get("grad_norm") if m in graph else None)), key=m)
             if len(members) > 200:
                 g.add("", f"… {len(members) - 200} more parameters")
         self.histogram.hide()

@@ -19,6 +19,7 @@ from gradviz.app.actions import WindowActions
 from gradviz.app.details_fetcher import DetailsFetcher
 from gradviz.app.document import Document
 from gradviz.app.graph_view import GraphView
+from gradviz.app.inspector_sync import show_selection
 from gradviz.app.inspector_panel import InspectorPanel
 from gradviz.app.outline_panel import OutlinePanel
 from gradviz.app.selection import highlight_for, neighbour
@@ -46,6 +47,7 @@ class Interaction:
         self.host = host
         self.session = session
         self.details = DetailsFetcher(session)
+        self.shown_ids: list[str] = []        # the view nodes selected (a finding selects several)
         self._menu_parent = menu_parent
         view, scene = host.view, host.scene
         view.customContextMenuRequested.connect(self.context_menu)
@@ -75,17 +77,21 @@ class Interaction:
         host, doc, scene = self.host, self.document, self.host.scene
         visible = doc.view_nodes(list(ids)) if doc.view is not None else []
         if not visible:
+            self.shown_ids = []
             doc.selected = ""
             scene.clear_highlight()
             scene.clearSelection()
-            host.inspector.show_summary(doc.graph, doc.norms or None, doc.live_loss)
+            host.outline.clear_selection()          # the tree highlights nothing the graph does not
+            show_selection(host.inspector, doc)
             host.nodeSelected.emit("")
             return
         nid = visible[0]
+        self.shown_ids = list(visible)
         if len(visible) == 1:
             nodes, edges = highlight_for(doc.view, nid)
-        else:
-            nodes, edges = set(visible), set()
+        else:         # several (a finding's nodes): they and the edges between them stand out
+            nodes = set(visible)
+            edges = {(u, v) for u, v in doc.view.edges() if u in nodes and v in nodes}
         doc.selected = nid
         scene.highlight(nodes, edges)
         scene.blockSignals(True)
@@ -95,8 +101,7 @@ class Interaction:
             if item is not None:
                 item.setSelected(True)
         scene.blockSignals(False)
-        host.inspector.show_node(nid, doc.node(nid), doc.graph)
-        self.details.request(doc, nid)
+        show_selection(host.inspector, doc, self.details.request)
         if doc.view.nodes[nid].get("kind") == "group":
             host.outline.select_module(doc.view.nodes[nid].get("module", ""))
         if center:

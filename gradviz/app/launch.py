@@ -87,7 +87,7 @@ def save_atomically(image, path: str | Path) -> None:
 
 
 def run_app(script: str | None = None, screenshot: str | None = None, size: str = "1400x900",
-            meta: bool | None = None, note: str | None = None) -> int:
+            meta: bool | None = None, note: str | None = None, plan=None) -> int:
     """The window on ``script`` (default: the digits sample). ``meta``: True traces structure only (meta
     device), False never does, None only when the model would not fit in memory. ``note`` (what gradviz
     invented for a model without a script) is shown in the status bar once it is open."""
@@ -114,7 +114,7 @@ def run_app(script: str | None = None, screenshot: str | None = None, size: str 
     result = {"code": 0}
     if screenshot:
         window.resize(width, height)
-        return _screenshot(app, window, path, screenshot, hook, note)
+        return _screenshot(app, window, path, screenshot, hook, note, plan)
     if not window.restore_layout():
         window.resize(width, height)
     window.show()
@@ -148,8 +148,10 @@ def log_first_graph(window) -> None:
     window.graphShown.connect(shown)
 
 
-def _screenshot(app, window, path: Path | None, out: str, hook, note: str | None = None) -> int:
+def _screenshot(app, window, path: Path | None, out: str, hook, note: str | None = None, plan=None) -> int:
     from PySide6.QtCore import QTimer
+
+    from gradviz.app.screenshot_script import ScreenshotDriver, ScreenshotPlan
 
     state = {"code": 1, "done": False}
 
@@ -174,11 +176,20 @@ def _screenshot(app, window, path: Path | None, out: str, hook, note: str | None
             return
         finish(0)
 
+    def staged(error: str | None) -> None:
+        if error:
+            finish(1, error)
+        else:
+            QTimer.singleShot(150, shoot)
+
     def shown() -> None:
-        def settle() -> None:  # docks have their final sizes now: fit again, then paint and grab
+        window.graphShown.disconnect(shown)    # (a stage's re-grouping shows the graph again)
+
+        def settle() -> None:  # docks have their final sizes now: fit again, then the plan's stages
             window.view.fit()
             window.minimap.refresh()
-            QTimer.singleShot(150, shoot)
+            state["driver"] = ScreenshotDriver(window, plan or ScreenshotPlan(), staged)
+            state["driver"].start()
         QTimer.singleShot(150, settle)
 
     if path is None:

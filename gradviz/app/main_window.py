@@ -142,6 +142,7 @@ class MainWindow(QMainWindow):
         acts, s = self.acts, self.session
         s.documentChanged.connect(self.documentChanged)
         s.documentEdited.connect(self.documentEdited)
+        s.documentEdited.connect(self._remember_opened)
         s.busyChanged.connect(self.busyChanged)
         self.search.hitChosen.connect(self.reveal)
         self.search.closed.connect(self.view.setFocus)
@@ -160,6 +161,9 @@ class MainWindow(QMainWindow):
                           (acts.about, self.files.about)):
             act.triggered.connect(lambda _=False, slot=slot: slot())
         acts.minimap.toggled.connect(self.overlays.set_minimap_visible)
+        # the legend and the map step aside from (or fade over) what is selected
+        self.overlays.protected = lambda: [self.selection.nodes_rect([n]) for n in self.selection.shown_ids[:50]]
+        self.nodeSelected.connect(lambda _nid: self.overlays.place())
         acts.legend.toggled.connect(self.overlays.set_legend_visible)
 
     # ------------------------------------------------------------------ PanelHost
@@ -253,9 +257,13 @@ class MainWindow(QMainWindow):
     def _open_script_file(self, path: Path) -> None:
         self.reload_bar.hide()
         self.watcher.watch(path)
-        if path.is_file():
-            self.recent.add(path)
         self.session.open_script(path, self.view.fit_size())
+
+    def _remember_opened(self, doc, what: str, info: dict) -> None:
+        """Recent files: a script once it opened (its first view), never one that failed."""
+        if what == "view" and info.get("fit") and doc.status == "ready" and doc.kind == "script" \
+                and doc.path is not None and doc.path.is_file():
+            self.recent.add(doc.path)
 
     def reload(self) -> None:
         if self.document.path is not None:

@@ -194,6 +194,10 @@ class OutlinePanel(QWidget):
         self.tree.setCurrentIndex(index)
         self.tree.scrollTo(index)
 
+    def clear_selection(self) -> None:
+        """No module highlighted (the graph's selection was cleared)."""
+        self.tree.selectionModel().clearSelection()
+
     def item(self, path: str) -> QStandardItem | None:
         return self._items.get(path)
 

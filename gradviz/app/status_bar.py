@@ -15,6 +15,7 @@ class StatusBar(QStatusBar):
         self.device = QLabel("")
         self.size_label = QLabel("")
         self.timing = QLabel("")
+        self.step = QLabel("")          # the step of the numbers on screen
         self.phase = QLabel("")
         self.busy = QProgressBar()
         self.busy.setRange(0, 0)
@@ -24,7 +25,7 @@ class StatusBar(QStatusBar):
         self.addWidget(self.script)
         self.addWidget(self.phase)
         self.addWidget(self.busy)
-        for w in (self.device, self.size_label, self.timing):
+        for w in (self.step, self.device, self.size_label, self.timing):
             self.addPermanentWidget(w)
         self.set_busy(None)
 
@@ -51,3 +52,15 @@ class StatusBar(QStatusBar):
         self.size_label.setText(nodes)
         traced = run.get("trace_seconds")
         self.timing.setText(f"traced in {seconds(traced)}" if traced is not None else "")
+
+    def set_step(self, step: int | None, source: str, model_step: int | None = None) -> None:
+        """Which step the numbers on screen are of, and where the live model is when elsewhere."""
+        from gradviz.app.step_values import step_text
+
+        if step is None and model_step is None:
+            self.step.setText("")
+            return
+        text = f"numbers: {step_text(step, source)}" if step is not None else ""
+        if model_step is not None and model_step != step:
+            text += f" · model at step {model_step:,}"
+        self.step.setText(text)

@@ -60,7 +60,7 @@ def _expanded(graph, collapse: str | None) -> set[str] | None:
     return expanded_for(graph, collapse)
 
 
-def _marks(script: str):
+def _marks(script: str, graph=None):
     """The health checklist's marks, and a one-line summary of what it found."""
     from gradviz.core.diagnosis import check
     from gradviz.core.output.marks import marks_from_findings
@@ -70,7 +70,7 @@ def _marks(script: str):
     codes = ", ".join(dict.fromkeys(f.code for f in findings)) or "no problems found"
     summary = (f"health check: {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} info "
                f"({codes})")
-    return marks_from_findings(findings), summary
+    return marks_from_findings(findings, graph), summary
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
         expanded = _expanded(graph, args.collapse)
     except ValueError:
         return _fail(f"--collapse takes an integer depth or 'auto', not {args.collapse!r}")
-    marks, summary = _marks(args.script) if args.check else (None, "")
+    marks, summary = _marks(args.script, graph) if args.check else (None, "")
     checked = time.perf_counter()
     options = ImageOptions(scale=args.scale, dpi=args.dpi, theme=args.theme,
                            max_pixels=int(args.max_pixels * 1e6), tiles=args.tiles)

@@ -14,7 +14,7 @@ import sys
 from gradviz.cli.display import prepare_display
 from gradviz.cli.arg_types import OneLineParser, window_size
 from gradviz.cli.meta_flag import add_meta_argument
-from gradviz.cli.options import USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
+from gradviz.cli.options import SCRIPT_ONLY_COMMANDS, USER_CODE_COMMANDS, add_common_options, configure_logging, prepare
 from gradviz.core.runtime.errors import GradvizError
 from gradviz.cli.say import say
 
@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "check": "gradviz.cli.check_cmd",
     "gradcheck": "gradviz.cli.gradcheck_cmd",
     "train": "gradviz.cli.train_cmd",
+    "run": "gradviz.cli.run_cmd",
     "runs": "gradviz.cli.runs_cmd",
     "native": "gradviz.cli.native_cmd",
     "attribute": "gradviz.cli.attribute_cmd",
@@ -50,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in SUBCOMMANDS.items():
         importlib.import_module(module_name).add_parser(sub)
-        add_common_options(sub.choices[name], runs_user_code=name in USER_CODE_COMMANDS)
+        add_common_options(sub.choices[name], runs_user_code=name in USER_CODE_COMMANDS,
+                           takes_models=name not in SCRIPT_ONLY_COMMANDS)
     return parser
 
 
@@ -63,6 +65,14 @@ def app_parser() -> argparse.ArgumentParser:
                         help="open the window, wait for the graph, save a grab of it and exit "
                              "(works without a display: Qt then draws offscreen)")
     parser.add_argument("--size", type=window_size, default="1400x900", help="window size for --screenshot (WxH)")
+    parser.add_argument("--train-steps", type=int, default=0, metavar="N",
+                        help="with --screenshot: train N steps in the window's trainer first (then paused)")
+    parser.add_argument("--select", metavar="NODE", help="with --screenshot: select a node (a parameter name, "
+                        "a node id, a module path or a fold's label)")
+    parser.add_argument("--unfold", action="store_true",
+                        help="with --screenshot: unfold the selected fold box (or every one)")
+    parser.add_argument("--report", metavar="OUT.json",
+                        help="with --screenshot: write what every panel shows, with its step, as JSON")
     add_meta_argument(parser)
     parser.add_argument("--version", action="version", version=version_text())
     add_common_options(parser, runs_user_code=False, opens_models=True)
@@ -153,7 +163,16 @@ def _dispatch(argv: list[str] | None) -> int:
     except GradvizError as exc:
         say(f"gradviz: {exc}")
         return 2
+    staged = args.train_steps or args.select or args.unfold or args.report
+    if staged and not args.screenshot:
+        say("gradviz: --train-steps, --select, --unfold and --report go with --screenshot")
+        return 2
+    if args.train_steps < 0:
+        say(f"gradviz: --train-steps must be 0 or more, not {args.train_steps}")
+        return 2
     from gradviz.app.launch import run_app  # Qt loads here, and only here
+    from gradviz.app.screenshot_script import ScreenshotPlan
 
+    plan = ScreenshotPlan(train_steps=args.train_steps, select=args.select, unfold=args.unfold, report=args.report)
     return run_app(script=args.script, screenshot=args.screenshot, size=args.size, meta=args.meta,
-                   note=getattr(args, "model_note", None))
+                   note=getattr(args, "model_note", None), plan=plan)

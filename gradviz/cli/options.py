@@ -18,10 +18,12 @@ from gradviz.core.runtime.paths import PathError, check_length, require_regular_
 from gradviz.cli.arg_types import MAX_SECONDS, real
 from gradviz.cli.say import say
 
-__all__ = ["USER_CODE_COMMANDS", "UsageError", "add_common_options", "prepare", "configure_logging"]
+__all__ = ["USER_CODE_COMMANDS", "SCRIPT_ONLY_COMMANDS", "UsageError", "add_common_options", "prepare", "configure_logging"]
 
 # the commands that import and run a user's script (they get --timeout and the guard's stdout routing)
-USER_CODE_COMMANDS = ("export", "check", "gradcheck", "train", "attribute")
+USER_CODE_COMMANDS = ("export", "check", "gradcheck", "train", "attribute", "run")
+# of those, the ones that run a whole script as it is (no model from a callable or a .pt2: no --input/--loss)
+SCRIPT_ONLY_COMMANDS = ("run",)
 # argument names that hold paths of files gradviz reads or writes; and those that may (a file, or
 # something else: a PACKAGE.MODULE:CALLABLE, a number)
 PATH_ARGS = ("output", "weights")
@@ -34,14 +36,15 @@ class UsageError(GradvizError):
     """A command-line value that cannot work (exit 2, before anything runs)."""
 
 
-def add_common_options(parser: argparse.ArgumentParser, runs_user_code: bool, opens_models: bool = False) -> None:
+def add_common_options(parser: argparse.ArgumentParser, runs_user_code: bool, opens_models: bool = False,
+                       takes_models: bool = True) -> None:
     # SUPPRESS: a sub-command that does not see the flag must not reset one given before it
     parser.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="log what gradviz does (and the traceback of an internal error) on stderr")
     if runs_user_code:
         parser.add_argument("--timeout", type=real(0.0, MAX_SECONDS), default=None, metavar="SECONDS",
                             help="stop the script after SECONDS (exit 2, naming the line it was at)")
-    if runs_user_code or opens_models:
+    if (runs_user_code and takes_models) or opens_models:
         add_model_options(parser)
 
 

@@ -22,7 +22,7 @@ from gradviz.app.jobs import Job
 from gradviz.core.output.colors import LogColorScale
 from gradviz.core.runtime.formatting import number
 from gradviz.core.layout.grouping import group_of
-from gradviz.core.record.compare_view import RATIO_CMAP
+from gradviz.core.record.compare_view import SCALE_CMAP, scale_range
 from gradviz.render.export.legend import ColorBarWidget
 from gradviz.render.scene.scene import GraphScene
 
@@ -225,7 +225,7 @@ class ComparePanel(QWidget):
                                      f"{c.a.node_step} of A (node norms)")
         ratio = self.scenes["ratio"]
         ratio.set_graph(views.ratio, lay["ratio"])
-        ratio.set_color_scale(LogColorScale(1.0 / views.limit, views.limit, cmap=RATIO_CMAP))
+        ratio.set_color_scale(LogColorScale(*scale_range(views.limit), cmap=SCALE_CMAP))
         self.views["ratio"].fit()
         self.legend.set_limit(views.limit)
 

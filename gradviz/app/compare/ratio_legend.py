@@ -8,7 +8,7 @@ from PySide6.QtGui import QColor, QLinearGradient, QPainter, QPen
 from PySide6.QtWidgets import QWidget
 
 from gradviz.core.output.colors import NAN_RGB, NO_GRAD_RGB
-from gradviz.core.record.compare_view import RATIO_CMAP
+from gradviz.core.record.compare_view import APPEARED_RGB, RATIO_CMAP, VANISHED_RGB
 from gradviz.render.primitives import style
 
 BAR_W, BAR_H = 220.0, 12.0
@@ -64,7 +64,7 @@ class RatioLegend(QWidget):
             w = style.text_width(label, 10, 400)
             p.drawText(QPointF(x + t * BAR_W - w / 2, 4 + BAR_H + 13), label)
         sx = x + BAR_W + 20
-        for rgb, label in ((RATIO_CMAP[0], "vanished"), (RATIO_CMAP[-1], "appeared"), (NAN_RGB, "NaN/Inf in B"),
+        for rgb, label in ((VANISHED_RGB, "vanished"), (APPEARED_RGB, "appeared"), (NAN_RGB, "NaN/Inf in B"),
                            (NO_GRAD_RGB, "no value on a side")):
             p.setPen(QPen(muted, 0.8))
             p.setBrush(QColor(*map(int, rgb)))

@@ -140,7 +140,7 @@ class DiagnosisPanel(QWidget):
             return
         from gradviz.core.output.marks import marks_from_findings
 
-        marks = marks_from_findings(self.report.get("findings", []))
+        marks = marks_from_findings(self.report.get("findings", []), self.doc.graph)
         for style, edges in marks.edges.items():
             self.doc.mark_edges(edges, style)
         for style, ids in marks.nodes.items():
@@ -151,9 +151,12 @@ class DiagnosisPanel(QWidget):
 
     def activate(self, i: int) -> None:
         """Select and frame finding ``i``'s nodes in the graph (what clicking its title does)."""
+        from gradviz.core.output.marks import finding_nodes
+
         f = self.findings()[i]
-        if f.get("nodes"):
-            self.doc.select(list(f["nodes"]), center=True)
+        ids = finding_nodes(f, self.doc.graph)      # its cut point too: brightened, never dimmed
+        if ids:
+            self.doc.select(ids, center=True)
         self.findingActivated.emit(f)
 
     def _anchor(self, url: QUrl) -> None:

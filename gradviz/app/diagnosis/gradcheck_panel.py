@@ -176,9 +176,13 @@ class GradcheckPanel(QWidget):
                 self.table.setItem(r, c, item)
         n_bad = sum(1 for row in rows if not row["passed"])
         head = "Cancelled: partial results. " if report.get("cancelled") else ""
+        # the check builds the script's model afresh: its numbers are step 0's, whatever training did since
+        trained = self.doc.model_step
+        step = "step 0, the script's freshly built model" + (
+            f" (training is at step {trained:,})" if trained else "")
         self.status.setText(head + (f"{n_bad} failed" if n_bad else "all passed")
                             + f" ({report.get('seconds', 0):.1f} s, eps={report.get('eps'):g}, "
-                              f"{report.get('dtype')}). " + " ".join(report.get("notes", [])))
+                              f"{report.get('dtype')}; {step}). " + " ".join(report.get("notes", [])))
 
     def _double_clicked(self, row: int, _col: int) -> None:
         item = self.table.item(row, 0)

@@ -1,7 +1,7 @@
 """Recorded runs in the window: ``install(host)`` (see ``app/extensions.py``).
 
 File ▸ Open run… (or opening/dropping a ``.gvrun`` file) makes the run a document of its
-own: the Run dock shows loss / gradient-norm / update-ratio curves per rank, a slider
+own (Run ▸ Run a training script… records one first, ``script_run``): the Run dock shows loss / gradient-norm / update-ratio curves per rank, a slider
 over the steps that have node norms, and the findings derived from the record (click one
 to select its nodes). The stored graph is shown in the main view, coloured by the node
 norms and loss of the chosen step. Follow mode tails a run another process is writing
@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from gradviz.app.contract import RunsHost
 from gradviz.app.runs.panel import RunPanel
+from gradviz.core.loop.advice import SEVERITY as LOOP_SEVERITY
 from gradviz.core.record.schema import FILE_FILTER, RecordError
 
 log = logging.getLogger(__name__)
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 __all__ = ["install", "open_run_file", "RunPanel", "RUN_SUFFIXES"]
 
 RUN_SUFFIXES = (".gvrun", ".sqlite", ".db")
+LOOP_CODES = frozenset(LOOP_SEVERITY)
 
 
 def install(host: RunsHost) -> RunPanel:
@@ -38,9 +40,36 @@ def install(host: RunsHost) -> RunPanel:
     host.add_action("File", action)
     panel.open_action = action
     host.add_opener(RUN_SUFFIXES, lambda path: open_run_file(host, panel, path))
+    _install_script_run(host, panel, dock)
     host.documentChanged.connect(panel.show_document)
     panel.stepChosen.connect(lambda step: _step_chosen(host, panel, step))
     return panel
+
+
+def _install_script_run(host: RunsHost, panel: RunPanel, dock) -> None:
+    """Run ▸ Run a training script…: ``gradviz run`` in a child process (``script_run``), then its run opens."""
+    from gradviz.app.runs.script_run import ScriptRun
+
+    def done(run_path: Path, code: int, output: str) -> None:
+        last = [line for line in output.splitlines() if line.strip()]
+        host.show_message(f"gradviz run ended ({'ok' if code == 0 else f'exit {code}'}): "
+                          f"{last[-1] if last else ''}", 8000)
+        if run_path is not None and run_path.exists():
+            open_run_file(host, panel, run_path)
+
+    runner = ScriptRun(panel, done)
+    action = QAction("Run a training script…", dock)
+    action.setToolTip("Run your own training script unmodified (gradviz run) and open what it recorded, "
+                      "with the loop's findings")
+
+    def start() -> None:
+        if runner.ask_and_start():
+            host.show_message(f"gradviz run: running {runner.run_path.with_suffix('.py').name} …", 8000)
+
+    action.triggered.connect(start)
+    host.add_action("Run", action)
+    panel.script_run = runner
+    panel.script_run_action = action
 
 
 def open_run_dialog(host: RunsHost, panel: RunPanel) -> None:
@@ -64,6 +93,9 @@ def open_run_file(host: RunsHost, panel: RunPanel, path: str | Path) -> bool:
         return False
     panel.dock.show()
     panel.dock.raise_()
+    loop = [f for f in info["findings"] if f.get("code") in LOOP_CODES]
+    if loop:       # the training loop's own bugs: the Diagnosis dock too, each with its line (gradviz.core.loop)
+        doc.set_findings({"findings": loop, "seconds": 0.0, "source": "run"})
     doc.run.update(run_file=str(doc.path), ranks=[r["rank"] for r in info["ranks"]],
                    steps=info["ranks"][0]["steps"] if info["ranks"] else 0)
     if doc.graph is None and not panel.node_steps:

@@ -1,7 +1,6 @@
 """The Training dock: run controls, settings, live labels; wires worker -> history -> plots -> window."""
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,8 +8,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QGridLayout,
-                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QToolButton, QVBoxLayout,
-                               QWidget)
+                               QHBoxLayout, QLabel, QLineEdit, QPushButton, QSizePolicy, QSpinBox, QToolButton,
+                               QVBoxLayout, QWidget)
 
 from gradviz.app.contract import TrainingHost
 from gradviz.app.explain import explain_nonfinite
@@ -18,6 +17,7 @@ from gradviz.app.document import Document
 from gradviz.app.training.history import History
 from gradviz.app.training.plots_slot import PlotsSlot
 from gradviz.app.training.worker import TrainingWorker
+from gradviz.app.training.worker_signals import WorkerSignals
 from gradviz.core.train.trainer import SCHEDULES, TrainConfig, available_devices
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ OPTIMIZER_CHOICES = [("script's", None), ("SGD", "sgd"), ("SGD + momentum", "sgd
                      ("AdamW", "adamw")]
 
 
-class TrainingPanel(QWidget):
+class TrainingPanel(WorkerSignals, QWidget):
     """Trains the current document's script; a new document stops it and clears the panel."""
 
     stateChanged = Signal(str)
@@ -43,6 +43,7 @@ class TrainingPanel(QWidget):
         self.plots_slot = PlotsSlot(self.history, plots_body, plots)     # the plots, made on first use
         self.worker: TrainingWorker | None = None
         self._selected: str | None = None     # the graph's selected node: its stats follow training
+        self._probed_for: tuple | None = None  # (step, detail node) of the last probe
         self._old_workers: list[TrainingWorker] = []
         self.state = "stopped"
         self.last_metrics: dict = {}
@@ -135,8 +136,10 @@ class TrainingPanel(QWidget):
         self.rate_label = QLabel("")
         live = QHBoxLayout()
         for lab in (self.step_label, self.loss_label, self.acc_label, self.rate_label):
-            live.addWidget(lab)
-        live.addStretch(1)
+            # the texts change every step: wrapped, they never widen the dock (and move the graph)
+            lab.setWordWrap(True)
+            lab.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+            live.addWidget(lab, 2 if lab is self.loss_label else 1)     # (they share the row: no stretch)
 
         self.settings_toggle = QToolButton()
         self.settings_toggle.setCheckable(True)
@@ -223,13 +226,16 @@ class TrainingPanel(QWidget):
     def is_running(self) -> bool:
         return self.worker is not None and self.worker.isRunning()
 
-    def start(self) -> None:
+    def start(self, pause_at: int | None = None) -> None:
         if self.is_running():
             self.worker.resume()
             return
         doc = self.host.document
         if doc.kind != "script" or doc.path is None:
             self.host.show_error("Open a model script before training.")
+            return
+        if doc.status == "failed":      # its error is on screen: training it would only say it again
+            self.host.show_message(f"{doc.name} could not be opened: fix it and reload (Ctrl+R) to train it", 8000)
             return
         script = str(doc.path)
         self.doc = doc
@@ -245,13 +251,22 @@ class TrainingPanel(QWidget):
         w.stateChanged.connect(self._set_state)
         w.failed.connect(self._on_failed)
         w.wasReset.connect(self._on_reset)
+        w.probed.connect(lambda values, w=w: self._on_probed(w, values))
         self.worker = w
+        w.pause_at = pause_at
         w.start_training()
         self._set_state("running")
 
     def pause(self) -> None:
         if self.is_running():
             self.worker.pause()
+
+    def train_steps(self, n: int) -> None:
+        """Train ``n`` more steps, then pause (``--train-steps``, tests)."""
+        if self.is_running():
+            self.worker.train_steps(n)
+        else:
+            self.start(pause_at=n)
 
     def resume(self) -> None:
         if self.is_running():
@@ -264,6 +279,8 @@ class TrainingPanel(QWidget):
             self.worker.step_once()
             return
         self.start()
+        if self.worker is None:
+            return          # nothing to train (a run file, a failed script): start said why
         self.worker.pause()
         self.worker.step_once()
 
@@ -300,52 +317,12 @@ class TrainingPanel(QWidget):
             self.worker.deleteLater()
         self.worker = None
 
-    # -- worker signals ---------------------------------------------------
-    def _on_ready(self, info: dict) -> None:
-        self.history.set_names(info["names"])
-        self.plots.set_names(info["names"])
-        self.rate_label.setText(info.get("device", ""))
-
-    def _on_reset(self) -> None:
-        self.history.clear()
-        self.plots.refresh(force=True)
-
-    def _on_rows(self, cols: dict) -> None:
-        self.history.extend(cols)
-        steps = cols["step"]
-        if len(steps):
-            self.step_label.setText(f"step {int(steps[-1]) + 1}")
-            loss = float(cols["loss"][-1])
-            self.loss_label.setText(f"loss {loss:.4g}" if math.isfinite(loss) else f"loss {loss}")
-            self.doc.set_loss(loss, int(steps[-1]) + 1)
-            st = cols.get("step_time")
-            if st is not None and len(st):
-                mean = float(st.mean())
-                if mean > 0:
-                    self.rate_label.setText(f"{1.0 / mean:.0f} steps/s")
-
-    def _on_norms(self, norms: dict, step: int) -> None:
-        self.doc.set_norms(norms, step + 1, "training")   # counted like the loss: steps done
-        self.plots_slot.recolor(self.host.node_color)
-
-    def _on_detail(self, detail: dict) -> None:
-        """Fresh statistics of the selected node: the inspector follows training."""
-        self.doc.update_node_stats(detail["id"], detail.get("grad"), detail.get("value"))
-
-    def _on_metrics(self, metrics: dict) -> None:
-        self.last_metrics = dict(metrics)
-        if "accuracy" in metrics:
-            self.acc_label.setText(f"accuracy {100 * metrics['accuracy']:.1f} %")
-        elif metrics:
-            k, v = next(iter(metrics.items()))
-            self.acc_label.setText(f"{k} {v:.4g}")
-
-    def _on_failed(self, exc, details: str) -> None:
-        if self.doc is self.host.document:
-            self.host.show_error(exc, details)
-
     def _set_state(self, state: str) -> None:
+        if self._from_retired_worker():
+            return
         self.state = state
+        worker = self.worker if state == "paused" else None
+        self.doc.recompute = (lambda nid, w=worker: self._recompute(w, nid)) if worker is not None else None
         running, paused = state == "running", state == "paused"
         self.btn_start.setEnabled(not running and not paused)
         self.btn_pause.setEnabled(running)

@@ -275,6 +275,10 @@ class TrainingPlots(QWidget):
     def _draw_plot(self, i: int, x: np.ndarray) -> None:
         h = self.history
         plot = self.plots[i]
+        if len(x):
+            plot.enableAutoRange(axis="x")
+        else:     # no step yet: the axis starts at step 0 (pyqtgraph's empty view spans -1000 ... 1000)
+            plot.setXRange(0, 1, padding=0)
         if plot is self.loss_plot:
             loss = h.column("loss")
             if self.log_loss.isChecked():
@@ -318,6 +322,8 @@ class TrainingPlots(QWidget):
     def _draw_smooth(self, curve, x: np.ndarray, y: np.ndarray) -> None:
         if self.smoothing_weight > 0 and len(y):
             curve.setData(x, ema(y, self.smoothing_weight), connect="finite")
+        else:
+            curve.setData([], [])      # no rows (another document): no smoothed curve of the last one
 
     def set_log_loss(self, on: bool) -> None:
         """The loss axis logarithmic (non-positive losses leave gaps) or linear."""

@@ -50,6 +50,7 @@ class TrainingWorker(QThread):
     nodeDetail = Signal(dict)       # {"id", "grad": stats, "value": stats | None} of the selected node
     metricsReady = Signal(dict)     # the script's metrics(model), now and then
     stateChanged = Signal(str)      # running | paused | stopped
+    probed = Signal(dict)           # every number of the model as it stands (core/train/step_probe.py)
     failed = Signal(object, str)    # exception (ScriptError / NonFiniteLossError / ...), traceback text
     wasReset = Signal()
 
@@ -69,7 +70,11 @@ class TrainingWorker(QThread):
         self._pending_config: TrainConfig | None = None
         self._evaluate_now = False
         self._wakeup = threading.Event()      # set by every control: a paused thread re-checks its flags
+        self._probe_wanted = False            # measure the paused model again (a newly selected op)
+        self._probed_at: int | None = None    # the step last probed
+        self.pause_at: int | None = None      # pause once this many steps are done (then None)
         self.step_index = 0                   # last step done (read from the GUI thread)
+        self.trainer: Trainer | None = None   # the thread's trainer (read only while it is paused: tests)
         self.state = "stopped"
 
     # -- control (GUI thread) ---------------------------------------------
@@ -83,6 +88,11 @@ class TrainingWorker(QThread):
 
     def pause(self) -> None:
         self._go.clear()
+
+    def train_steps(self, n: int) -> None:
+        """Train ``n`` more steps flat out, then pause."""
+        self.pause_at = self.step_index + n
+        self.start_training()
 
     def resume(self) -> None:
         self._go.set()
@@ -119,6 +129,19 @@ class TrainingWorker(QThread):
         """Report full gradient statistics of this node on sampled steps (None: none)."""
         self._detail = nid or None
 
+    def request_probe(self) -> None:
+        """Measure the paused model again (with the detail node as it is now)."""
+        self._probe_wanted = True
+        self._wake()
+
+    def _probe(self, trainer: Trainer) -> None:
+        """The numbers of the model as it stands, once per step it stops at (and on request)."""
+        from gradviz.core.train.step_probe import probe_step
+
+        self._probe_wanted = False
+        self._probed_at = trainer.step_index
+        self.probed.emit(probe_step(trainer, self._detail))
+
     def evaluate_soon(self) -> None:
         self._evaluate_now = True
         self._wake()
@@ -146,7 +169,7 @@ class TrainingWorker(QThread):
                 self.stateChanged.emit(state)
 
         try:
-            trainer = Trainer(self.script_path, self.config)
+            trainer = self.trainer = Trainer(self.script_path, self.config)
             if trainer.device.type == "cpu":
                 torch.set_num_threads(training_threads())     # this thread's count only
             self.ready.emit(self._info(trainer))
@@ -156,6 +179,7 @@ class TrainingWorker(QThread):
                     flush()
                     trainer.reset()
                     self.step_index = 0
+                    self._probed_at = None
                     self.wasReset.emit()
                     self.ready.emit(self._info(trainer))
                 with self._lock:
@@ -175,10 +199,13 @@ class TrainingWorker(QThread):
                     if not single:
                         flush()
                         set_state("paused")
+                        if self._probe_wanted or self._probed_at != trainer.step_index:
+                            self._probe(trainer)
                         self._wakeup.clear()
                         # sleep until resumed / stepped / stopped (both events are set by the controls)
                         while not (self._go.is_set() or self._stop or self._reset or self._single
-                                   or self._pending_config is not None or self._evaluate_now):
+                                   or self._pending_config is not None or self._evaluate_now
+                                   or self._probe_wanted):
                             self._wakeup.wait(0.5)
                             self._wakeup.clear()
                         continue
@@ -192,7 +219,7 @@ class TrainingWorker(QThread):
                 if norms is not None:
                     self.nodeNorms.emit(norms, row.step)
                 if detail is not None:
-                    self.nodeDetail.emit(detail)
+                    self.nodeDetail.emit({**detail, "step": row.step})
                 now = time.perf_counter()
                 if single or now - last_emit >= 1.0 / EMIT_HZ:
                     flush()
@@ -203,8 +230,12 @@ class TrainingWorker(QThread):
                         self.metricsReady.emit(metrics)
                 if self.max_steps is not None and trainer.step_index >= self.max_steps:
                     break
-                pass
+                if self.pause_at is not None and trainer.step_index >= self.pause_at:
+                    self.pause_at = None
+                    self._go.clear()
             flush()
+            if trainer is not None and self._probed_at != trainer.step_index:
+                self._probe(trainer)          # the numbers of the model training stopped at
             if trainer is not None:
                 metrics = trainer.evaluate()
                 if metrics:
@@ -214,7 +245,7 @@ class TrainingWorker(QThread):
             self.failed.emit(exc, traceback.format_exc())
         finally:
             rows.clear()
-            trainer = None
+            trainer = self.trainer = None
             self._go.clear()
             self.state = "stopped"
             self.stateChanged.emit("stopped")
@@ -228,7 +259,7 @@ class TrainingWorker(QThread):
     def _reconfigure(self, trainer: Trainer, config: TrainConfig) -> Trainer:
         old = trainer.config
         if any(getattr(old, f) != getattr(config, f) for f in _REBUILD):
-            trainer = Trainer(trainer.script, replace(config))
+            trainer = self.trainer = Trainer(trainer.script, replace(config))
             self.step_index = 0
             self.wasReset.emit()
             self.ready.emit(self._info(trainer))

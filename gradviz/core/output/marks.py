@@ -11,7 +11,7 @@ from typing import Any, Iterable
 
 import networkx as nx
 
-__all__ = ["EDGE_STYLES", "NODE_STYLES", "Marks", "marks_from_findings"]
+__all__ = ["EDGE_STYLES", "NODE_STYLES", "Marks", "anchor_cuts", "finding_nodes", "marks_from_findings"]
 
 # style -> what the legend says. Edges are drawn dashed in the style's colour; nodes get a round badge.
 EDGE_STYLES = {
@@ -81,16 +81,40 @@ class Marks:
                 "nodes": {s: list(v) for s, v in self.nodes.items() if v}}
 
 
-def marks_from_findings(findings: Iterable[Any]) -> Marks:
-    """What the health check draws: cut edges ('broken'), NaN/Inf origins ('nan-origin'), and a
-    badge of the finding's severity on the nodes each finding names (the nodes a click selects).
+def anchor_cuts(edges: Iterable[Any], graph: Any = None) -> list[tuple[str, str]]:
+    """Broken edges drawn from the op that cut them: the checklist names a cut by the last thing
+    behind it (``param:encoder.2.bias -> op:2``); a traced graph with cut branches has the cut
+    itself (``cut:0``, the ``.detach()`` call) feeding that consumer, so the edge starts there."""
+    cuts = (graph.graph.get("cut_branches") or []) if graph is not None else []
+    out = []
+    for u, v in (tuple(e) for e in edges):
+        for cut in cuts:
+            if cut.get("consumer") == v and (u in cut.get("nodes", ()) or u == cut.get("node")):
+                u = cut["node"]
+                break
+        out.append((u, v))
+    return list(dict.fromkeys(out))
+
+
+def finding_nodes(finding: dict, graph: Any = None) -> list[str]:
+    """The nodes a click on a finding brightens: those it names and both ends of its cut edges."""
+    ids = list(finding.get("nodes") or [])
+    for u, v in anchor_cuts(finding.get("edges") or [], graph):
+        ids += [u, v]
+    return list(dict.fromkeys(ids))
+
+
+def marks_from_findings(findings: Iterable[Any], graph: Any = None) -> Marks:
+    """What the health check draws: cut edges ('broken', from the cut op when ``graph`` has it:
+    ``anchor_cuts``), NaN/Inf origins ('nan-origin'), and a badge of the finding's severity on
+    the nodes each finding names (the nodes a click selects).
 
     ``findings``: ``Finding`` objects or their ``to_dict()`` form.
     """
     marks = Marks()
     for f in findings:
         d = f if isinstance(f, dict) else f.to_dict()
-        marks.add_edges("broken", d.get("edges") or [])
+        marks.add_edges("broken", anchor_cuts(d.get("edges") or [], graph))
         marks.add_nodes("nan-origin", (d.get("data") or {}).get("nan_origin") or [])
         if d.get("severity") in NODE_STYLES:
             marks.add_nodes(d["severity"], d.get("nodes") or [])

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from gradviz.core.diagnosis.findings import Finding
+from gradviz.core.loop.advice import loop_finding
+from gradviz.core.loop.trend import flat_loss
 from gradviz.core.record.analysis_ranks import rank_findings
 from gradviz.core.record.finding_parts import finding_dict, json_num, make_finding, names_text
 
@@ -46,8 +48,39 @@ def _nonfinite_steps(s: dict[str, np.ndarray]) -> np.ndarray:
 def run_findings(run: "RunData") -> list[Finding]:
     if not len(run.steps["step"]):
         return []
-    out = [_first_nonfinite(run), _exploding(run), _vanishing(run), _never_a_gradient(run), _model_changed(run)]
-    return [f for f in out if f is not None]
+    loop = _loop_findings(run)
+    frozen = {p for f in loop if f.code == "frozen-but-updated" for p in f.params}
+    out = [_first_nonfinite(run), _exploding(run), _vanishing(run, frozen), _never_a_gradient(run),
+           _model_changed(run), _loss_flat(run)]
+    return loop + [f for f in out if f is not None]
+
+
+def _loop_findings(run: "RunData") -> list[Finding]:
+    """The loop doctor's findings, stored by the recorder (the meta was validated by the reader)."""
+    out = []
+    for d in run.meta.get("loop_findings") or []:
+        out.append(Finding(code=d["code"], severity=d["severity"], message=d["message"] + run.label,
+                           params=list(d.get("params", [])), modules=list(d.get("modules", [])),
+                           nodes=list(d.get("nodes", [])), location=d.get("location"), edges=[],
+                           data=dict(d.get("data", {}))))
+    return out
+
+
+def _loss_flat(run: "RunData") -> Finding | None:
+    """``loss-flat`` (``gradviz.core.loop.trend``): healthy gradient norms, an optimizer that moves the
+    weights (update ratios recorded above 0), and a loss that does not fall."""
+    s = run.steps
+    given = s["loss_given"]
+    ratios = s["update_ratio"]
+    with np.errstate(invalid="ignore"):
+        if not (np.isfinite(ratios) & (ratios > 0)).any():
+            return None               # no optimizer step was seen moving the weights: nothing to expect
+    flat = flat_loss(s["step"][given], s["loss"][given], s["grad_norm"][given])
+    if flat is None:
+        return None
+    return loop_finding("loss-flat", f"The loss stays at {flat['loss_first']:.4g} -> {flat['loss_last']:.4g} over "
+                        f"steps {flat['first_step']}-{flat['last_step']}{run.label} while the gradient norm is "
+                        f"healthy (median {flat['grad_norm_median']:.3g})", step=flat["first_step"], data=flat)
 
 
 def _first_nonfinite(run: "RunData") -> Finding | None:
@@ -88,7 +121,7 @@ def _exploding(run: "RunData") -> Finding | None:
                           "n_steps": int(big.sum())})
 
 
-def _vanishing(run: "RunData") -> Finding | None:
+def _vanishing(run: "RunData", frozen: set[str] = frozenset()) -> Finding | None:
     """Per-parameter norms < 1e-6 of the largest, in at least half the steps. As in the live
     check (diagnosis/norms.py) only matrix-like parameters count: a bias can get a tiny or
     exactly zero gradient by design (an attention key's bias: softmax ignores a shift)."""
@@ -103,7 +136,8 @@ def _vanishing(run: "RunData") -> Finding | None:
         tiny = (finite_norms < VANISHING_RATIO * largest[:, None]) & (largest[:, None] > 0)
     counted = (has & matrix).sum(axis=0)
     frac = np.where(counted > 0, tiny.sum(axis=0) / np.maximum(counted, 1), 0.0)
-    vanish = np.flatnonzero(frac >= 0.5)
+    # a frozen parameter the optimizer still moves has a zero gradient by the loop's bug, not vanishing
+    vanish = [k for k in np.flatnonzero(frac >= 0.5) if names[k] not in frozen]
     if not len(vanish):
         return None
     params = [names[k] for k in vanish]

@@ -22,6 +22,14 @@ from gradviz.core.layout.grouping import auto_depth, collapse, expanded_to_depth
 from gradviz.core.record.compare import Comparison, structure_keys
 
 RATIO_CMAP: np.ndarray = diverging_rgb(np.linspace(-1.0, 1.0, 256), 1.0)   # (256, 3) uint8, blue -> white -> red
+# a gradient that vanished or appeared is no ratio: its own colours, never the ends of the finite scale
+# (a 5x drop at a x5 scale would else look exactly like a vanished gradient)
+VANISHED_RGB = np.array([12, 16, 52], dtype=np.uint8)      # near-black navy
+APPEARED_RGB = np.array([72, 0, 12], dtype=np.uint8)       # near-black maroon
+_END = 16                                                   # colour-map entries each special colour takes
+SCALE_CMAP: np.ndarray = np.vstack([np.repeat(VANISHED_RGB[None], _END, 0),
+                                    RATIO_CMAP[np.linspace(0, 255, 256 - 2 * _END).round().astype(int)],
+                                    np.repeat(APPEARED_RGB[None], _END, 0)])
 LIMITS = (2.0, 5.0, 10.0, 100.0, 1e3, 1e4)   # the scale spans x1/L .. xL, L the first to hold 95 % of the ratios
 MIN_LIMIT, MAX_LIMIT = LIMITS[0], LIMITS[-1]
 
@@ -69,18 +77,27 @@ def group_norm(graph: nx.DiGraph, members: list[str]) -> float | None:
     return max(finite) if finite else None
 
 
+def scale_range(limit: float) -> tuple[float, float]:
+    """The log range of ``SCALE_CMAP`` for a scale of x1/limit .. xlimit: finite ratios fall in
+    its inner part, vanished and appeared gradients on its two ends (their own colours)."""
+    half = math.log10(limit) * 128 / (128 - _END)
+    return 10.0 ** -half, 10.0 ** half
+
+
 def ratio_value(a: float | None, b: float | None, limit: float) -> float | None:
-    """The value the ratio view colours: b/a, the ends for vanished/appeared, NaN for non-finite b."""
+    """The value the ratio view colours: b/a clamped to x1/limit .. xlimit, ``scale_range``'s
+    ends for vanished/appeared, NaN for non-finite b."""
     if b is not None and not math.isfinite(b):
         return math.nan
+    vanished, appeared = scale_range(limit)
     if a is None or b is None:
         if a is None and b is None:
             return None
-        return limit if a is None else 1.0 / limit        # appeared / vanished
+        return appeared if a is None else vanished
     if a == 0:
-        return limit if b > 0 else 1.0
+        return appeared if b > 0 else 1.0
     if b == 0:
-        return 1.0 / limit
+        return vanished
     return min(max(b / a, 1.0 / limit), limit)
 
 

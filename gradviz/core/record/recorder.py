@@ -52,6 +52,12 @@ norms need the backward to go through ``torch.autograd.backward`` (``loss.backwa
 not ``torch.autograd.grad``); a sampled step that misses it simply has no node norms.
 Nothing keeps the autograd graph alive after the step.
 
+The loop doctor (``loop=True``, the default; ``gradviz.core.loop.doctor``): the training loop's own bugs
+(gradients not cleared, a graph kept alive or reused, a frozen parameter the optimizer still moves ...),
+stored in the meta (``loop_findings``) and shown by ``runs show``. It sees every optimizer of the
+process through the global optimizer step hooks, and the backwards of the steps it checks (the first
+three, every ``every``-th and the step after each) through the same tap.
+
 Commits: rows are buffered and committed at the first step, then every ``commit_seconds``
 (0.5) or ``commit_every`` (1000) rows, from ``w.step``; when no ``w.step`` comes (an
 evaluation, a stalled data loader) a background thread commits what is buffered
@@ -99,6 +105,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from gradviz.core.loop.doctor import LoopDoctor
 from gradviz.core.record.commits import BACKGROUND_COMMITS
 from gradviz.core.record.ddp import dist_info, node_info, unwrap_model
 from gradviz.core.record.losses import step_loss
@@ -107,6 +114,7 @@ from gradviz.core.record.options import check_options
 from gradviz.core.record.rows import store_rows
 from gradviz.core.record.sampling import NodeRecording
 from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
+from gradviz.core.record.tap import BackwardTap
 from gradviz.core.record.writer import RunWriter
 from gradviz.core.stats.sharding import any_dtensor, layout
 from gradviz.core.stats.steps import StepStats
@@ -125,7 +133,7 @@ class Watch:
                  optimizer: torch.optim.Optimizer | None = None, *, graph: bool = True,
                  capture_modules: bool = True, overwrite: bool = True, commit_every: int = 1000,
                  commit_seconds: float = 0.5, rank: int | None = None, world_size: int | None = None,
-                 update_ratio_every: int | None = None) -> None:
+                 update_ratio_every: int | None = None, loop: bool = True) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"watch() needs an nn.Module, got {type(model).__name__}")
         check_options(every, commit_every, commit_seconds, update_ratio_every)
@@ -186,6 +194,15 @@ class Watch:
         if optimizer is not None:
             self._handles.append(optimizer.register_step_pre_hook(self._opt_pre))
             self._handles.append(optimizer.register_step_post_hook(self._opt_post))
+        # the loop doctor (gradviz.core.loop): its own global optimizer hooks, and the backward tap on
+        # the steps it checks (and the step after each: a check spans two steps)
+        self.loop: LoopDoctor | None = None
+        self._loop_tap: BackwardTap | None = None
+        if loop:
+            self.loop = LoopDoctor(every=self.every or 10, on_change=weakref.WeakMethod(self._store_loop))
+            self.loop.add_model(self.module)
+            self._loop_tap = BackwardTap(self.loop, slow_path=False)
+            self._loop_tap.arm()
         self._writer.before_commit = weakref.WeakMethod(self._drain)
         # interpreter exit commits what is buffered (weakref.finalize runs at exit)
         self._finalizer = weakref.finalize(self, _close_writer, self._writer)
@@ -215,6 +232,21 @@ class Watch:
     @property
     def n_steps(self) -> int:
         return self._step
+
+    def set_loop_findings(self, findings: list[dict]) -> None:
+        """Store the loop doctor's findings (``gradviz.core.loop``) in the meta: written with the next
+        commit (within ``commit_seconds``) and at close, like the rows."""
+        if self._closed:
+            return
+        try:
+            self._writer.set_meta("loop_findings", findings)
+        except RecordError:                   # the writer's failure: the next w.step raises it
+            log.debug("gradviz.watch: storing the loop findings failed", exc_info=True)
+
+    def set_info(self, key: str, value: Any) -> None:
+        """Store ``value`` (JSON) under ``key`` in the meta: what ``gradviz run`` found out about the script."""
+        if not self._closed:
+            self._writer.set_meta(key, value)
 
     def step(self, loss: Any = None, *, step: int | None = None, grad_norms: Any = None,
              clipped_at: float | None = None) -> int:
@@ -261,7 +293,16 @@ class Watch:
         every = self.every
         if every and (self._step % every == 0 or nodes.pending):
             nodes.arm(self._step, self._step % every == 0)
+        if self._loop_tap is not None:
+            if self.loop.wants(self._step):
+                self._loop_tap.arm()
+            elif self._loop_tap.pending:
+                self._loop_tap.disarm()
         return s
+
+    def _store_loop(self) -> None:
+        if self.loop is not None:
+            self.set_loop_findings([f.to_dict() for f in self.loop.findings()])
 
     def close(self) -> None:
         """Commit what is buffered and close the file. A commit that fails raises ``RecordError``
@@ -272,6 +313,10 @@ class Watch:
         BACKGROUND_COMMITS.discard(self)
         if self._follower is not None:
             self._follower.close()
+        if self.loop is not None:
+            self._loop_tap.disarm()
+            self._store_loop()
+            self.loop.close()
         try:
             self.nodes.close()
             if self._open_step is not None:

@@ -68,7 +68,12 @@ def _offer(owners: list[weakref.ref], root: Any, backward: Callable[[], Any]) ->
                 return
         result[0] = backward()
 
-    run(0)
+    try:
+        run(0)
+    finally:
+        # ``run`` refers to itself through its closure cell: a reference cycle holding ``root`` (the loss,
+        # and so its graph) until the cycle collector runs. Clearing the cell frees the graph at once.
+        del run
     return result[0]
 
 
@@ -100,10 +105,13 @@ _MODES: dict[int, _ModeTap] = {}           # thread id -> the mode pushed there 
 class BackwardTap:
     """Arms and disarms the wait of one owner (a ``NodeRecording``) in its thread."""
 
-    def __init__(self, owner: TapOwner) -> None:
+    def __init__(self, owner: TapOwner, slow_path: bool = True) -> None:
         self._ref = weakref.ref(owner)
         self.thread = threading.get_ident()
         self.waiting = False
+        # False (the loop doctor's): without the patch this owner does without the backwards rather
+        # than slow the forwards of the steps it checks down with a TorchFunctionMode
+        self.slow_path = slow_path
 
     def arm(self) -> None:
         """Wait for the next backward of the calling thread."""
@@ -117,6 +125,9 @@ class BackwardTap:
             _state["failed"] = True           # (apply logged why) not tried again in this process
             log.warning("gradviz.watch: the backward tap is unavailable; sampled steps see backward through a "
                         "TorchFunctionMode instead (a slower forward on sampled steps only)")
+        if not self.slow_path:
+            self.disarm()
+            return
         if tid not in _MODES:
             mode = _MODES[tid] = _ModeTap()
             mode.__enter__()

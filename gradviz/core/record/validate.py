@@ -69,6 +69,19 @@ def _change(v: Any) -> bool:
             and all(_list_of(_is_str)(v.get(k, [])) for k in ("added", "removed", "replaced")))
 
 
+def _loop_finding(v: Any) -> bool:
+    """A stored loop finding (``gradviz.core.loop``): text fields, lists of names, a dict of numbers."""
+    from gradviz.core.diagnosis.findings import SEVERITIES
+
+    return (type(v) is dict and all(_is_str(v.get(k)) for k in ("code", "message")) and v.get("severity") in SEVERITIES
+            and all(_list_of(_is_str)(v.get(k, [])) for k in ("params", "modules", "nodes"))
+            and _opt(_is_str)(v.get("location")) and type(v.get("data", {})) is dict)
+
+
+def _loop_model(v: Any) -> bool:
+    return type(v) is dict and _is_str(v.get("optimizer")) and _is_str(v.get("model"))
+
+
 # key -> (what it must be, in words; the check). Keys not listed are kept as they are.
 META_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "format": ("an integer", _is_int),
@@ -86,6 +99,8 @@ META_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "param_numel": ("a list of counts", _list_of(_count)),
     "param_shards": ("a list of shard layouts or null", _opt(_list_of(_layout))),
     "model_changes": ("a list of changes", _list_of(_change)),
+    "loop_findings": ("a list of loop findings", _list_of(_loop_finding)),
+    "loop_models": ("a list of optimizers and models", _list_of(_loop_model)),
     **{k: ("text or null", _opt(_is_str)) for k in ("status", "model_class", "hostname", "gradviz_version",
                                                     "torch_version", "wrapper", "optimizer", "device", "norms")},
     "argv": ("a list of text", _list_of(_is_str)),

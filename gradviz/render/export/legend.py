@@ -48,12 +48,17 @@ def mark_label(style_name: str) -> str:
     return EDGE_STYLES.get(style_name) or NODE_STYLES.get(style_name) or style_name
 
 
-def bar_row_width(fixed: bool = False) -> float:
-    """Width of the colour-bar row: caption, bar and the NaN / Inf / no-gradient swatches."""
-    w = style.text_width(FIXED_CAPTION if fixed else CAPTION, 11, 500) + 10 + BAR_W + 22
-    for _, label in SWATCHES:
-        w += 23 + style.text_width(label, 11, 400) + 16
-    return w - 16     # no gap after the last swatch label
+def bar_row_width(fixed: bool = False, split: bool = False) -> float:
+    """Width of the colour-bar row: caption, bar and the NaN / Inf / no-gradient swatches (``split``:
+    the widest of the bar and the swatches, each in a row of its own)."""
+    bar = style.text_width(FIXED_CAPTION if fixed else CAPTION, 11, 500) + 10 + BAR_W + 22
+    swatches = sum(23 + style.text_width(label, 11, 400) + 16 for _, label in SWATCHES) - 16
+    return max(bar - 22, swatches) if split else bar + swatches     # no gap after the last swatch label
+
+
+def swatches_below(fixed: bool, max_width: float | None) -> bool:
+    """The swatches go under the bar when one row would be wider than ``max_width`` (a narrow view)."""
+    return max_width is not None and bar_row_width(fixed) > max_width
 
 
 def key_row_width(frames: bool = False) -> float:
@@ -87,12 +92,13 @@ def legend_size(title: str | None = None, subtitle: str | None = None, marks: Se
                 max_width: float | None = None) -> QSize:
     """Exactly the area ``paint_legend`` uses with the same arguments."""
     rows = mark_rows(marks, max_width)
-    w = max([bar_row_width(fixed), key_row_width(frames) if key else 0.0] + [marks_row_width(r) for r in rows])
+    split = swatches_below(fixed, max_width)
+    w = max([bar_row_width(fixed, split), key_row_width(frames) if key else 0.0] + [marks_row_width(r) for r in rows])
     if title:
         w = max(w, style.text_width(title, 14, 600))
     if subtitle:
         w = max(w, style.text_width(subtitle, 11, 400))
-    h = ROW_H + (KEY_H if key else 0) + MARKS_H * len(rows)
+    h = ROW_H + (MARKS_H if split else 0) + (KEY_H if key else 0) + MARKS_H * len(rows)
     h += (TITLE_H if title else 0) + (SUBTITLE_H if subtitle else 0)
     return QSize(math.ceil(w), math.ceil(h + 4))
 
@@ -125,7 +131,10 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
     if isinstance(scale, StructureColors):   # a graph without values: what the colours mean instead
         paint_structure_row(painter, x, y, scale, theme, bar_row_width(fixed))
     else:
-        _paint_bar(painter, x, y, scale, theme, fixed)
+        split = swatches_below(fixed, max_width)
+        _paint_bar(painter, x, y, scale, theme, fixed, split)
+        if split:
+            y += MARKS_H
     y += ROW_H
     if key:
         _paint_key(painter, x, y, theme, frames)
@@ -139,7 +148,7 @@ def paint_legend(painter: QPainter, origin: QPointF, scale: LogColorScale, theme
 
 
 def _paint_bar(painter: QPainter, x: float, y: float, scale: LogColorScale, theme: style.Theme,
-               fixed: bool) -> None:
+               fixed: bool, split: bool = False) -> None:
     text, muted = QColor(theme.strong_outline), QColor(theme.muted_text)
     caption = FIXED_CAPTION if fixed else CAPTION
     painter.setFont(style.font(11, 500))
@@ -162,9 +171,9 @@ def _paint_bar(painter: QPainter, x: float, y: float, scale: LogColorScale, them
         label = tick_text(value)
         w = style.text_width(label, 10, 400)
         painter.drawText(QPointF(min(max(tx - w / 2, bx - 4), bx + BAR_W - w + 4), y + BAR_H + 15), label)
-    sx = bx + BAR_W + 22  # swatches for values the bar cannot show
+    sx, sy = (x, y + ROW_H) if split else (bx + BAR_W + 22, y)  # swatches for values the bar cannot show
     for rgb, label in SWATCHES:
-        sx = paint_swatch(painter, sx, y, rgb, label, theme) + 16
+        sx = paint_swatch(painter, sx, sy, rgb, label, theme) + 16
 
 
 def _paint_marks(painter: QPainter, x: float, y: float, theme: style.Theme, marks: Sequence[str]) -> None:

@@ -61,8 +61,17 @@ def spark_rect(body: QRectF) -> QRectF:
     return QRectF(body.left() + 10, body.bottom() - SPARK_H - 5, body.width() - 20, SPARK_H)
 
 
+def sparkline_ends(values: list) -> tuple[str, str]:
+    """The sparkline's two labels: where the run starts and "→ where it ends" (a falling
+    3134 → 2334 reads so), not its minimum and maximum."""
+    ends = [v for v in values if v is not None and math.isfinite(v)]
+    if not ends:
+        return "", ""
+    return number(ends[0], compact=True), "→ " + number(ends[-1], compact=True)
+
+
 def paint_sparkline(painter: QPainter, area: QRectF, values: list, color: QColor, font) -> None:
-    """Log-scale line of ``values`` in ``area``; min and max written at the ends."""
+    """Log-scale line of ``values`` in ``area``; the first value written at its left end, "→ last" at its right."""
     finite = [v for v in values if v is not None and math.isfinite(v) and v > 0]
     painter.setFont(font)
     if not finite:
@@ -70,7 +79,7 @@ def paint_sparkline(painter: QPainter, area: QRectF, values: list, color: QColor
         text = "no gradient values" if all(v is None for v in values) else "norms: 0"
         painter.drawText(area, Qt.AlignCenter, text)
         return
-    lo_text, hi_text = number(min(finite), compact=True), number(max(finite), compact=True)
+    lo_text, hi_text = sparkline_ends(values)
     metrics = painter.fontMetrics()
     left_w = metrics.horizontalAdvance(lo_text) + 6
     right_w = metrics.horizontalAdvance(hi_text) + 6

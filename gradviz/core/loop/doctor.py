@@ -1,0 +1,443 @@
+"""``LoopDoctor``: watches the user's training loop through public global hooks and keeps the loop findings.
+
+What it hooks, and when (``every``: the steps it checks; the first three are always checked):
+
+* every optimizer's step, through ``register_optimizer_step_pre_hook`` /
+  ``_post_hook`` (process-wide: a GAN's two optimizers are both seen). The loop's *iteration* is the
+  smallest step count over the optimizers seen, so a GAN's D and G steps are one iteration;
+* every backward, as an owner of the backward tap (``record.tap`` calls ``sampled_backward``: the
+  doctor never imports it) -- the loss is the root of each backward;
+* on the iteration after a checked one, a global module forward pre-hook
+  (``register_module_forward_pre_hook``) that looks at each module's inputs.
+
+The mechanisms: ``grad-not-cleared`` -- after a checked step each parameter's ``.grad`` is kept as a
+weak reference with its version counter; at the next iteration's first backward, the same tensor at
+the same version was not zeroed (``zero_grad`` sets None or bumps the version), so the backward adds
+to the last step's gradient; several backwards between two steps are accumulation on purpose
+(the same backward line run several times; ``grad-accumulation`` when the loss is not scaled). ``graph-reused`` -- a checked backward tags its
+nodes with the iteration (``graph_marks``); an input of a module, or a later backward, that reaches a
+node of an earlier iteration carries that graph (before torch's "backward through the graph a second
+time" error, which then confirms it). ``graph-kept-alive`` -- a token kept in the ``metadata`` of the loss's node of the
+steps 1, 2 and every ``every``-th + 1 (never a node-norm sampled step: the sampler's hooks leave that
+graph to the cycle collector) dies with the node: tokens of steps before the last one still alive are
+graphs kept by the loop. ``frozen-but-updated`` -- parameters with ``requires_grad=False`` that an optimizer holds with a
+``.grad`` are copied before its step and compared after. ``not-in-optimizer``, ``lr-zero``: from the
+optimizers' parameter groups. ``lr-schedule``: torch's own warning that ``lr_scheduler.step()`` came
+before ``optimizer.step()`` (seen through ``warnings.showwarning``, chained). ``memory-growing``:
+CUDA's allocated bytes after checked steps, where CUDA is in use.
+"""
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+import traceback
+import warnings
+import weakref
+from typing import Any, Callable
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+from gradviz.core.diagnosis.findings import Finding
+from gradviz.core.loop import graph_marks
+from gradviz.core.loop.advice import loop_finding, names as names_text
+from gradviz.core.loop.trend import growing
+from gradviz.core.runtime.interrupts import where_user_code_is
+from gradviz.core.runtime.locations import is_user_file
+
+log = logging.getLogger(__name__)
+
+__all__ = ["LoopDoctor"]
+
+ALWAYS_CHECKED = 3           # iterations 0, 1, 2: the bugs of the issue show from the first steps
+
+
+class _Token:
+    """Kept in a loss's ``node.metadata``: it dies with the node (its finalizer says so)."""
+
+
+class LoopDoctor:
+    def __init__(self, every: int = 10, on_change: Callable[[], Any] | None = None) -> None:
+        self.every = max(1, int(every or 10))
+        self.on_change = on_change
+        self.closed = False
+        self._found: dict[str, Finding] = {}
+        self._opt_steps: dict[int, int] = {}          # id(optimizer) -> completed steps
+        self._optimizers: dict[int, weakref.ref] = {}
+        self._param_names: dict[int, str] = {}        # id(parameter) -> qualified name
+        self._module_names: dict[int, str] = {}
+        self._models: list[weakref.ref] = []
+        self._backwards = 0                            # since the last optimizer step
+        self._micro: list[int] = []                    # backwards per step (recent)
+        self._scaled: list[bool] = []                  # each backward's loss scaled (div/mul) since the last step
+        self._loss_sum: Any = None
+        self._lines: list[str | None] = []             # the user's line of each backward of a checked step
+        self._grad_snap: list[tuple[torch.Tensor, weakref.ref, int, int]] = []
+        self._stale: dict[int, tuple] = {}           # id(parameter) -> its gradient not cleared (see _check_cleared)
+        self._total_backwards = 0
+        self._frozen_before: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._frozen: dict[str, float] = {}
+        self._lr_zero: dict[tuple[int, int], int] = {}
+        self._alive: dict[int, int] = {}               # iteration -> checked losses' graphs still alive
+        self._reuse: dict[str, Any] | None = None      # the carried tensor, once seen
+        self._reuse_candidate = False
+        self._walked = False                           # this iteration's backward tagged its graph
+        self._fwd_handle = None
+        self._memory: list[tuple[int, float]] = []
+        self._handles = [register_optimizer_step_pre_hook(self._pre),
+                         register_optimizer_step_post_hook(self._post)]
+        self._showwarning = warnings.showwarning
+        warnings.showwarning = self._warning
+
+    # -- what the driver tells it --------------------------------------------
+    def add_model(self, module: torch.nn.Module, prefix: str = "") -> None:
+        """Name the parameters and modules of ``module`` (qualified, with ``prefix``)."""
+        self._models.append(weakref.ref(module))
+        for name, p in module.named_parameters():
+            self._param_names.setdefault(id(p), prefix + name)
+        for name, m in module.named_modules():
+            self._module_names.setdefault(id(m), (prefix + name) or type(m).__name__)
+
+    @property
+    def iteration(self) -> int:
+        return min(self._opt_steps.values()) if self._opt_steps else 0
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return [o for o in (r() for r in self._optimizers.values()) if o is not None]
+
+    def wants(self, step: int) -> bool:
+        """Whether the backwards of ``step`` are to be seen: a checked step, or the one after it (the
+        gradients it must find cleared, the inputs that must not come from its graph)."""
+        return self._due(step) or self._due(step - 1) or self._reuse_candidate
+
+    def take_loss(self) -> Any:
+        """The sum of the losses backpropagated since the last call (detached), or None."""
+        loss, self._loss_sum = self._loss_sum, None
+        return loss
+
+    def findings(self) -> list[Finding]:
+        out = dict(self._found)
+        mem = growing(self._memory)
+        if mem is not None:
+            out["memory-growing"] = loop_finding(
+                "memory-growing", f"CUDA memory allocated rose at every checked step, {mem['first'] / 2**20:.1f} -> "
+                f"{mem['last'] / 2**20:.1f} MiB (steps {mem['first_step']}-{mem['last_step']})",
+                step=mem["first_step"], data=mem)
+        return list(out.values())
+
+    def record_exception(self, exc: BaseException) -> Finding:
+        """The loop ended with ``exc``: a finding with the step and the user's line (innermost user frame)."""
+        where = None
+        for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+            if is_user_file(frame.filename):
+                where = f"{frame.filename}:{frame.lineno}"
+                break
+        text = " ".join(str(exc).split())[:300]
+        f = loop_finding("loop-exception", f"The loop raised {type(exc).__name__} at step {self.iteration}: {text}",
+                         step=self.iteration, location=where, data={"exception": type(exc).__name__})
+        self._add(f)
+        return f
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for h in self._handles:
+            h.remove()
+        self._handles.clear()
+        self._forward_hook(False)
+        if warnings.showwarning is self._warning:
+            warnings.showwarning = self._showwarning
+
+    # -- the backward tap's call ------------------------------------------------
+    def sampled_backward(self, root: Any, run: Callable[[], None]) -> None:
+        if self.closed or not isinstance(root, torch.Tensor) or root.grad_fn is None:
+            run()
+            return
+        it = self.iteration
+        self._forward_hook(False)
+        self._backwards += 1
+        self._total_backwards += 1
+        fn = root.grad_fn
+        if root.numel() == 1:
+            loss = root.detach()
+            self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
+        self._scaled.append(type(fn).__name__.startswith(("DivBackward", "MulBackward")))
+        if self._due(it):
+            where = where_user_code_is(sys._getframe(1))
+            self._lines.append(where[0] if where else None)
+        if self._grad_snap:
+            self._check_cleared(it)
+        walk = None
+        if self._due(it) or self._reuse_candidate:
+            walk = graph_marks.tag_graph(fn, it)
+            self._walked = True
+            if walk.old:
+                self._reused_in_backward(walk, it, crashed=False)
+        try:
+            run()
+        except BaseException:
+            if walk is not None and walk.old:
+                self._reused_in_backward(walk, it, crashed=True)
+            raise
+        if it % self.every and (it < ALWAYS_CHECKED or it % self.every == 1):
+            # not on the node-norm sampled steps (multiples of every): the sampler's hooks put their graph
+            # in a reference cycle that only the cycle collector frees, which is no leak of the loop's
+            self._hook_token(fn, it)
+
+    # -- optimizer hooks ---------------------------------------------------------
+    def _pre(self, optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+        if self.closed:
+            return
+        key = id(optimizer)
+        if key not in self._optimizers:
+            self._optimizers[key] = weakref.ref(optimizer)
+            self._opt_steps[key] = self._opt_steps.get(key, 0)
+        step = self._opt_steps[key]
+        self._check_lr(optimizer, step)
+        if self._stale:
+            self._confirm_not_cleared(optimizer)
+        for group in optimizer.param_groups:        # every step: a frozen parameter is found the step it moves
+            for p in group["params"]:
+                if not p.requires_grad and p.grad is not None:
+                    self._frozen_before[id(p)] = (p, p.detach().clone())
+        if not self._due(step):
+            return
+        if step >= 1:
+            self._check_not_in_optimizer(step)
+
+    def _post(self, optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
+        if self.closed:
+            return
+        key = id(optimizer)
+        step = self._opt_steps.get(key, 0)
+        if self._frozen_before:
+            self._check_frozen(step)
+        self._opt_steps[key] = step + 1
+        due = self._due(step)
+        if due:
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    g = p.grad
+                    if g is not None:
+                        self._grad_snap.append((p, weakref.ref(g), g._version, key))
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                self._memory.append((step, float(torch.cuda.memory_allocated())))
+        self._end_of_step(step)
+        if self._walked:
+            self._walked = False
+            self._forward_hook(True)       # the next forward: do module inputs come from this graph?
+
+    def _end_of_step(self, step: int) -> None:
+        micro, scaled, lines = self._backwards, self._scaled, self._lines
+        self._backwards, self._scaled, self._lines = 0, [], []
+        # micro-batches: the same backward line run several times (a GAN's D sums two different losses)
+        if micro <= 1 or len(lines) != micro or len(set(lines)) != 1 or lines[0] is None:
+            return
+        self._micro.append(micro)
+        if len(self._micro) >= 2 and "grad-accumulation" not in self._found and not any(scaled):
+            self._add(loop_finding(
+                "grad-accumulation", f"{micro} backwards accumulate into each optimizer step and the loss is not "
+                "divided by their number", step=step, data={"micro_batches": micro}))
+
+    # -- the checks -------------------------------------------------------------------
+    def _due(self, step: int) -> bool:
+        return step < ALWAYS_CHECKED or step % self.every == 0
+
+    def _name(self, p: torch.Tensor, i: int = 0) -> str:
+        return self._param_names.get(id(p)) or f"parameter #{i} ({'x'.join(map(str, p.shape)) or 'scalar'})"
+
+    def _check_cleared(self, it: int) -> None:
+        """The first backward after checked steps: gradients still the last step's (same tensor, same
+        version) become candidates; the optimizer's next step confirms them (``_confirm_not_cleared``)."""
+        snap, self._grad_snap = self._grad_snap, []
+        where = None
+        for p, ref, version, opt in snap:
+            g = p.grad
+            if g is not None and g is ref() and g._version == version:
+                if where is None:         # the backward that adds to the stale gradients: the user's line
+                    found = where_user_code_is(sys._getframe(1))
+                    where = found[0] if found else ""
+                self._stale[id(p)] = (p, ref, version, self._total_backwards - 1, opt, it, where or None)
+
+    def _confirm_not_cleared(self, optimizer: torch.optim.Optimizer) -> None:
+        """Before ``optimizer`` steps: a candidate of its still the same tensor, whose version rose by no
+        more than the backwards since (each adds once; a ``zero_()`` would add one more), still holds the
+        last step's gradient. (A GAN's G backward that adds to D's gradients, which D zeroes before its
+        own next step, is cleared in time: not a finding.)"""
+        key = id(optimizer)
+        mine = [k for k, v in self._stale.items() if v[4] == key]
+        kept = []
+        for k in mine:
+            p, ref, version, at, _, it, where = self._stale.pop(k)
+            g = p.grad
+            if g is not None and g is ref() and g._version - version <= self._total_backwards - at:
+                kept.append((p, g, it, where))
+        if not kept or "grad-not-cleared" in self._found:
+            return
+        nonzero = [p for p, g, _, _ in kept if bool(g.detach().ne(0).any())]
+        if not nonzero:
+            return
+        params = [self._name(p, i) for i, p in enumerate(nonzero)]
+        where = kept[0][3]
+        self._add(loop_finding(
+            "grad-not-cleared", f"Gradients are not cleared between optimizer steps: the backward after step "
+            f"{kept[0][2] - 1} added to the last step's .grad of {len(params)} parameter(s) ({names_text(params)}), "
+            "and the next step applied the sum", step=kept[0][2], params=params,
+            location=where, data={"n_params": len(params)}))
+
+    def _reused_in_backward(self, walk: graph_marks.Walk, it: int, crashed: bool) -> None:
+        tag = min(t for _, _, t in walk.old)
+        if not crashed and tag < 1 and self._reuse is None:
+            self._reuse_candidate = True      # iteration 0: a second optimizer may not have stepped yet
+            return
+        consumer, old, _ = walk.old[0]
+        carried = self._reuse or {"module": None, "location": None,
+                                  "node": type(old).__name__, "consumer": type(consumer).__name__ if consumer else None}
+        self._report_reuse(carried, it, tag, crashed)
+
+    def _report_reuse(self, carried: dict, it: int, tag: int, crashed: bool) -> None:
+        if "graph-reused" in self._found and not crashed:
+            return
+        what = (f"argument {carried.get('argument')} of `{carried['module']}`" if carried.get("module")
+                else f"a tensor made by {carried.get('node')} (consumed by {carried.get('consumer')})")
+        tail = (": torch then raised 'Trying to backward through the graph a second time'" if crashed else
+                ", so every backward also runs through all earlier steps' graphs")
+        self._add(loop_finding(
+            "graph-reused", f"The backward of step {it} reaches the graph of step {tag} through {what}, carried "
+            f"from the previous step without detach(){tail}", step=it, location=carried.get("location"),
+            data={"carried": carried, "from_step": tag, "crashed": crashed}))
+
+    def _forward_hook(self, on: bool) -> None:
+        if on and self._fwd_handle is None and not self.closed:
+            self._fwd_handle = torch.nn.modules.module.register_module_forward_pre_hook(self._forward_pre)
+        elif not on and self._fwd_handle is not None:
+            self._fwd_handle.remove()
+            self._fwd_handle = None
+
+    def _forward_pre(self, module: torch.nn.Module, args: tuple) -> None:
+        if self._reuse is not None:
+            return
+        it = self.iteration
+        for pos, a in enumerate(args, 1):
+            for t in (a if isinstance(a, (tuple, list)) else (a,)):
+                if isinstance(t, torch.Tensor):
+                    tag = graph_marks.iteration_of(t)
+                    if tag is not None and tag < it:
+                        where = where_user_code_is(sys._getframe(1))
+                        name = self._module_names.get(id(module)) or type(module).__name__
+                        self._reuse = {"module": name, "argument": pos, "location": where[0] if where else None,
+                                       "node": type(t.grad_fn).__name__, "from_step": tag}
+                        self._reuse_candidate = True
+                        if tag >= 1:
+                            self._report_reuse(self._reuse, it, tag, crashed=False)
+                        return
+
+    def _hook_token(self, fn: Any, it: int) -> None:
+        # in node.metadata (a dict the C++ node owns): released with the node on every supported torch
+        # (a hook would do on 2.13, but on 2.6 it keeps the node's Python object, and so the node, alive)
+        token = _Token()
+        self._alive[it] = self._alive.get(it, 0) + 1
+        weakref.finalize(token, self._graph_freed, it)
+        fn.metadata["gradviz_loop_alive"] = token
+        old = self._old_alive(it)
+        prev = self._found.get("graph-kept-alive")
+        if len(old) >= 2 and (prev is None or len(old) > prev.data.get("n_steps", 0)):
+            # a graph in a reference cycle (a hook's closure: the node-norm sampler's, a user's) waits for
+            # the cycle collector, which is no leak of the loop: the young generations (cheap) first
+            gc.collect(1)
+            old = self._old_alive(it)
+        if len(old) >= 2 and (prev is None or len(old) > prev.data.get("n_steps", 0)):
+            self._add(loop_finding(
+                "graph-kept-alive", f"The graphs of {len(old)} earlier checked steps (steps {old[0]}-{old[-1]}) "
+                f"are still alive at step {it}: something keeps each step's loss, or a tensor made from it, "
+                "with its grad_fn (total += loss and kin)", step=old[0],
+                data={"n_steps": len(old), "steps": old[-20:]}))
+
+    def _old_alive(self, it: int) -> list[int]:
+        return sorted(s for s, n in self._alive.items() if n > 0 and s < it - 1)
+
+    def _graph_freed(self, it: int) -> None:
+        n = self._alive.get(it, 0) - 1
+        if n <= 0:
+            self._alive.pop(it, None)
+        else:
+            self._alive[it] = n
+
+    def _check_frozen(self, step: int) -> None:
+        before, self._frozen_before = self._frozen_before, {}
+        moved = {}
+        for i, (p, old) in enumerate(before.values()):
+            with torch.no_grad():
+                if not torch.equal(p, old):
+                    denom = float(old.norm()) or 1.0
+                    moved[self._name(p, i)] = float((p.detach() - old).norm()) / denom
+        if not moved:
+            return
+        self._frozen.update(moved)
+        params = sorted(self._frozen)
+        prev = self._found.get("frozen-but-updated")
+        first = prev.data["step"] if prev is not None else step
+        self._add(loop_finding(
+            "frozen-but-updated", f"{len(params)} parameter(s) with requires_grad=False still change at each "
+            f"optimizer step ({names_text(params)}; update ratio {max(moved.values()):.3g} with no new gradient): "
+            "the optimizer holds them with a stale .grad", step=first, params=params,
+            data={"update_ratio": moved}))
+
+    def _check_not_in_optimizer(self, step: int) -> None:
+        if "not-in-optimizer" in self._found:
+            return
+        held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
+        missing = []
+        for ref in self._models:
+            model = ref()
+            if model is None:
+                continue
+            for p in model.parameters():
+                if p.requires_grad and p.grad is not None and id(p) not in held:
+                    missing.append(self._name(p))
+        if missing:
+            self._add(loop_finding(
+                "not-in-optimizer", f"{len(missing)} parameter(s) get gradients but no optimizer updates them "
+                f"({names_text(missing)})", step=step, params=missing))
+
+    def _check_lr(self, optimizer: torch.optim.Optimizer, step: int) -> None:
+        for gi, group in enumerate(optimizer.param_groups):
+            lr = group.get("lr")
+            try:
+                zero = float(lr) == 0.0
+            except (TypeError, ValueError, RuntimeError):
+                continue
+            key = (id(optimizer), gi)
+            run = self._lr_zero.get(key, 0) + 1 if zero else 0
+            self._lr_zero[key] = run
+            if run == 2 and "lr-zero" not in self._found:
+                params = [self._name(p, i) for i, p in enumerate(group["params"])]
+                self._add(loop_finding(
+                    "lr-zero", f"The learning rate of {type(optimizer).__name__}'s param group {gi} is 0 at steps "
+                    f"{step - 1}-{step}: its parameters do not move", step=step - 1, params=params))
+
+    def _warning(self, message, category, filename, lineno, file=None, line=None) -> None:
+        try:
+            text = str(message)
+            if (isinstance(category, type) and issubclass(category, UserWarning) and "lr_scheduler.step()" in text
+                    and "before" in text and "lr-schedule" not in self._found and not self.closed):
+                where = where_user_code_is(sys._getframe(1))
+                self._add(loop_finding(
+                    "lr-schedule", "lr_scheduler.step() was called before optimizer.step() (torch's own warning)",
+                    step=self.iteration, location=where[0] if where else None))
+        finally:
+            self._showwarning(message, category, filename, lineno, file, line)
+
+    def _add(self, finding: Finding) -> None:
+        self._found[finding.code] = finding
+        if self.on_change is not None:
+            try:
+                # (a WeakMethod: the watch that owns this doctor is not kept alive by it)
+                call = self.on_change() if isinstance(self.on_change, weakref.WeakMethod) else self.on_change
+                if call is not None:
+                    call()
+            except Exception:     # noqa: BLE001 - storing the finding must not break the user's loop
+                log.warning("gradviz: storing a loop finding failed", exc_info=True)
