@@ -4,9 +4,10 @@
 does works on it) that Jupyter displays as the drawing the app and ``gradviz export x.svg`` make
 (``_repr_svg_``: one ``image/svg+xml`` picture per output, the smallest bundle Jupyter renders — not
 a second copy as ``text/html``). ``graph.show(collapse=1)`` or ``gradviz.show(loss, model=model,
-collapse=1)`` pick how deep modules are expanded; the default, ``collapse="auto"``, is the deepest
-view of at most ``NOTEBOOK_BOXES`` (60) boxes with repeated blocks folded: readable in a cell. A loss
-traced after its forward (no ``gradviz.capture``) is grouped into modules from its parameters
+collapse=1)`` pick how deep modules are expanded; the default, ``collapse="auto"``, is the automatic
+view the window and ``gradviz export --collapse auto`` open (``core/layout/auto_view.py``): at most
+``NOTEBOOK_BOXES`` (40) boxes, repeated blocks folded, the largest modules opened: readable in a cell.
+A loss traced after its forward (no ``gradviz.capture``) is grouped into modules from its parameters
 (``core/trace/module_guess.py``), so it folds too. Drawing uses Qt offscreen, loaded at the first
 display — ``import gradviz`` and tracing never load it.
 """
@@ -21,19 +22,17 @@ import networkx as nx
 
 __all__ = ["TracedGraph", "GraphPicture", "show", "trace", "check", "NOTEBOOK_BOXES"]
 
-NOTEBOOK_BOXES = 60     # collapse="auto" in a cell: the deepest module view with at most this many boxes
+NOTEBOOK_BOXES = 40     # collapse="auto" in a cell: the automatic view's budget (= core/layout/auto_view.AUTO_BOXES)
 
 
-def _depth(graph: nx.DiGraph, collapse: Any) -> int | None:
-    if collapse is None or collapse is False:
-        return None
-    if collapse == "auto":
-        from gradviz.core.layout.grouping import auto_depth
+def _expanded(graph: nx.DiGraph, collapse: Any) -> set[str] | None:
+    """The modules a ``collapse`` setting opens: the window's and the export's automatic view for
+    "auto" (``core/layout/auto_view.py``)."""
+    from gradviz.core.layout.auto_view import auto_expanded, expanded_for
 
-        return auto_depth(graph, max_boxes=NOTEBOOK_BOXES)
-    if isinstance(collapse, bool) or not isinstance(collapse, int) or collapse < 0:
+    if isinstance(collapse, str) and collapse != "auto":
         raise ValueError(f"collapse is a module depth (0, 1, 2 ...), 'auto' or None, not {collapse!r}")
-    return collapse
+    return auto_expanded(graph, NOTEBOOK_BOXES) if collapse == "auto" else expanded_for(graph, collapse)
 
 
 def svg_text(graph: nx.DiGraph, collapse: Any = "auto", theme: str = "light") -> str:
@@ -43,10 +42,10 @@ def svg_text(graph: nx.DiGraph, collapse: Any = "auto", theme: str = "light") ->
     from gradviz.render.primitives.qtcompat import ensure_app
 
     ensure_app()   # offscreen when there is no display (a notebook server)
-    depth = _depth(graph, collapse)
+    expanded = _expanded(graph, collapse)
     with tempfile.TemporaryDirectory(prefix="gradviz-nb-") as folder:
         target = Path(folder) / "graph.svg"
-        export_graph(nx.DiGraph(graph), target, collapse_depth=depth, options=ImageOptions(theme=theme))
+        export_graph(nx.DiGraph(graph), target, expanded=expanded, options=ImageOptions(theme=theme))
         return compact_svg(target.read_text(encoding="utf-8"))   # Qt's styles once as classes: ~half the bytes
 
 

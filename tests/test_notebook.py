@@ -132,8 +132,7 @@ def test_a_gpt2_notebook_stores_one_small_picture_per_output(executed):
     model = GPT2LMHeadModel(GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=100, n_positions=32))
     ids = torch.randint(0, 100, (2, 16))
     graph = gradviz.trace(model(ids, labels=ids).loss, model=model)
-    depth = notebook._depth(graph, "auto")
-    assert 1 < visible_count(graph, expanded_to_depth(graph, depth, True), True) <= notebook.NOTEBOOK_BOXES
+    assert 1 < visible_count(graph, notebook._expanded(graph, "auto")) <= notebook.NOTEBOOK_BOXES
     assert visible_count(graph, expanded_to_depth(graph, 1, True), True) <= 5      # was 132 without capture
 
 

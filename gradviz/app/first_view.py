@@ -1,9 +1,10 @@
 """Which grouping a graph opens with: the whole graph in the window, legible.
 
-The automatic grouping (about 200 boxes, ``grouping.auto_depth``) is shown when its
-layout fits the window at a scale where box labels can be read (``LEGIBLE_SCALE``).
-Otherwise coarser groupings are tried, down to the collapsed overview (one box per
-top-level module), which is shown fitted whatever its size. So a graph always opens
+The automatic view (about 40 boxes, repeated blocks folded, the largest modules opened:
+``core/layout/auto_view.py``, the same view ``export --collapse auto`` and notebooks draw) is
+shown when its layout fits the window at a scale where box labels can be read
+(``LEGIBLE_SCALE``). Otherwise the automatic view on smaller budgets is tried, down to the
+collapsed overview (one box per top-level module), which is shown fitted whatever its size. So a graph always opens
 whole and fitted — never on a corner of a tower — and the user expands from there.
 (In a window too small for anything to be legible, the deepest grouping about as large
 on screen as the overview is shown: a small MLP then still opens with every op.)
@@ -30,28 +31,48 @@ def choose_grouping(graph: nx.DiGraph, size: tuple[float, float] | None, max_box
                     lay_out: Callable[[nx.DiGraph], Any], check: Callable[[], None] = lambda: None,
                     ) -> tuple[set[str], nx.DiGraph, Any]:
     """(expanded modules, view, layout) of the first view. ``size``: the viewport the graph
-    will be fitted to (None: unknown, the automatic grouping is used); ``check`` raises when
-    the job was cancelled between two tries.
+    will be fitted to (None: unknown, the automatic view is used as it is); ``max_boxes``: the
+    automatic view's budget; ``check`` raises when the job was cancelled between two tries.
 
-    The deepest grouping (from the automatic one down) that is legible when fitted is chosen;
-    in a window too small for any of them to be legible, the deepest one that is nearly as
-    large on screen as the overview (``NEAR_OVERVIEW``): folding boxes that gain nothing in
-    size would only hide the graph."""
-    from gradviz.core.layout.grouping import auto_depth, collapse, expanded_to_depth
+    The automatic view on the largest budget (``max_boxes``, then halved) that is legible
+    when fitted is chosen; in a window too small for any of them to be legible, the largest
+    one that is nearly as large on screen as the overview (``NEAR_OVERVIEW``): closing boxes
+    that gain nothing in size would only hide the graph. The smaller views keep the folds
+    of the automatic one open (``fold_parents``): "GPT2Block × 12" is what a model's picture
+    is about, and the budget is spent around it; the last resort is the smallest view that
+    still shows them (the overview when there are none)."""
+    from gradviz.core.layout.auto_view import auto_expanded
+    from gradviz.core.layout.grouping import collapse
 
-    def view_at(depth: int) -> tuple[set[str], nx.DiGraph, Any]:
-        expanded = expanded_to_depth(graph, depth)
+    def view_of(expanded: set[str]) -> tuple[set[str], nx.DiGraph, Any]:
         view = collapse(graph, expanded=expanded)
         return expanded, view, lay_out(view)
 
-    depth = auto_depth(graph, max_boxes)
-    if size is None or depth <= 1:
-        return view_at(depth)
-    overview = view_at(1)
-    wanted = min(LEGIBLE_SCALE, NEAR_OVERVIEW * fit_scale(overview[2], size))
-    for d in range(depth, 1, -1):
-        check()
-        chosen = view_at(d)
+    first = view_of(auto_expanded(graph, max_boxes))
+    if size is None:
+        return first
+    keep = fold_parents(first[1])
+    smallest = auto_expanded(graph, 0, keep=keep)
+    if first[0] == smallest:
+        return first
+    last = view_of(smallest)
+    wanted = min(LEGIBLE_SCALE, NEAR_OVERVIEW * fit_scale(last[2], size))
+    budget, chosen = max_boxes, first
+    while True:
         if fit_scale(chosen[2], size) >= wanted:
             return chosen
-    return overview
+        budget //= 2
+        if budget < 4:
+            return last
+        check()
+        expanded = auto_expanded(graph, budget, keep=keep)
+        if expanded == smallest:
+            return last
+        chosen = view_of(expanded)
+
+
+def fold_parents(view: nx.DiGraph) -> set[str]:
+    """The modules that must stay open for the fold boxes of ``view`` to show."""
+    from gradviz.core.trace.modules import prefixes
+
+    return {q for a in view.nodes.values() if a.get("fold") for q in prefixes(a.get("parent") or "")}

@@ -19,10 +19,9 @@ from gradviz.app.document import Document, TraceResult, ViewResult
 from gradviz.app.explain import DiagnosedError, explain_nonfinite_trace, explain_open_error
 from gradviz.app.first_view import choose_grouping
 from gradviz.app.jobs import JobContext, Jobs
+from gradviz.core.layout.auto_view import AUTO_BOXES   # "about 40" items in the first view
 
 log = logging.getLogger(__name__)
-
-AUTO_BOXES = 220  # "about 200" items in the first view (see grouping.auto_depth)
 
 
 class Session(QObject):

@@ -28,7 +28,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("script", help="model script (defines model, batch, loss_fn), or a recorded run (RUN.gvrun)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="where to write; the extension sets the format")
     p.add_argument("--collapse", type=depth_or_auto, default=None, metavar="DEPTH",
-                   help="merge modules deeper than DEPTH into boxes (an integer, or 'auto' for ~200 items)")
+                   help="merge modules deeper than DEPTH into boxes (an integer), or 'auto': the readable "
+                   "view (about 40 boxes, repeated blocks folded, the largest modules opened)")
     p.add_argument("--check", action="store_true",
                    help="run the health checklist and draw its findings (cut edges, NaN origins) with legend entries")
     p.add_argument("--step", type=integer(0, MAX_STEP), default=None,
@@ -52,14 +53,11 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _depth(graph, collapse: str | None) -> int | None:
-    """``--collapse``: None, an integer depth, or 'auto'; raises ValueError on anything else."""
-    if collapse is None:
-        return None
-    if collapse == "auto":
-        from gradviz.core.layout.grouping import auto_depth
-        return auto_depth(graph)
-    return int(collapse)
+def _expanded(graph, collapse: str | None) -> set[str] | None:
+    """``--collapse``: None, an integer depth, or 'auto' (``core/layout/auto_view.py``, the view
+    the window and notebooks open with); raises ValueError on anything else."""
+    from gradviz.core.layout.auto_view import expanded_for
+    return expanded_for(graph, collapse)
 
 
 def _marks(script: str, graph=None):
@@ -114,7 +112,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     traced = time.perf_counter()
     try:
-        depth = _depth(graph, args.collapse)
+        expanded = _expanded(graph, args.collapse)
     except ValueError:
         return _fail(f"--collapse takes an integer depth or 'auto', not {args.collapse!r}")
     marks, summary = _marks(args.script, graph) if args.check else (None, "")
@@ -122,14 +120,18 @@ def _run(args: argparse.Namespace) -> int:
     options = ImageOptions(scale=args.scale, dpi=args.dpi, theme=args.theme,
                            max_pixels=int(args.max_pixels * 1e6), tiles=args.tiles)
     try:
-        result = export_graph(graph, out, collapse_depth=depth, marks=marks, options=options)
+        result = export_graph(graph, out, expanded=expanded, marks=marks, options=options)
     except ExportError as exc:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"cannot write {out}: {exc.strerror or exc}")
     done = time.perf_counter()
     n = graph.number_of_nodes()
-    shown = f", collapsed to depth {depth}" if depth is not None else ""
+    shown = ""
+    if expanded is not None:
+        from gradviz.core.layout.grouping import visible_count
+        how = "automatic view" if args.collapse == "auto" else f"collapsed to depth {args.collapse}"
+        shown = f", {how}: {visible_count(graph, expanded):,} boxes"
     if graph.graph.get("meta"):
         shown += "; structure only (meta device): no gradient values"
     if summary:
@@ -165,13 +167,13 @@ def _export_run(args: argparse.Namespace, out: Path, start: float) -> int:
         return _fail(f"{args.script} holds no graph (recorded with every=None, or no step sampled yet): record "
                      "with gradviz.watch(model, path, every=N) to keep the graph")
     try:
-        depth = _depth(graph, args.collapse)
+        expanded = _expanded(graph, args.collapse)
     except ValueError:
         return _fail(f"--collapse takes an integer depth or 'auto', not {args.collapse!r}")
     options = ImageOptions(scale=args.scale, dpi=args.dpi, theme=args.theme,
                            max_pixels=int(args.max_pixels * 1e6), tiles=args.tiles)
     try:
-        result = export_graph(graph, out, collapse_depth=depth, options=options)
+        result = export_graph(graph, out, expanded=expanded, options=options)
     except ExportError as exc:
         return _fail(str(exc))
     except OSError as exc:

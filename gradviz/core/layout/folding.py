@@ -150,6 +150,7 @@ def fold_attrs(graph: nx.DiGraph, fold: dict, nodes: list[str]) -> dict:
     params = [modules.get(p, {}).get("grad_norm") for p in paths]
     known = [v for v in params if v is not None]
     grad_norm = math.sqrt(math.fsum(v * v for v in known)) if known else None
+    param_grad_norm = grad_norm
     if grad_norm is None:
         finite = [v for v in per_repeat if v is not None and math.isfinite(v)]
         grad_norm = max(finite) if finite else None
@@ -166,7 +167,7 @@ def fold_attrs(graph: nx.DiGraph, fold: dict, nodes: list[str]) -> dict:
         "reachable": any(graph.nodes[m].get("reachable", True) for m in nodes),
         "param_bytes": sum(modules.get(p, {}).get("param_bytes") or 0 for p in paths),
         "activation_bytes": sum(modules.get(p, {}).get("activation_bytes") or 0 for p in paths),
-        "numel": sum(modules.get(p, {}).get("numel") or 0 for p in paths),
+        "numel": sum(modules.get(p, {}).get("numel") or 0 for p in paths), "param_grad_norm": param_grad_norm,
         "shape": [], "op": "", "location": "", "code": "",
     }
 

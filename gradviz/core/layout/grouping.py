@@ -13,6 +13,7 @@ from typing import Iterable
 
 import networkx as nx
 
+from gradviz.core.layout.box_facts import box_facts
 from gradviz.core.layout.folding import find_repeats, fold_attrs, fold_map
 from gradviz.core.trace.modules import depth_of, prefixes
 
@@ -28,12 +29,16 @@ def expanded_to_depth(graph: nx.DiGraph, depth: int, fold: bool = True) -> set[s
 def run_containers(graph: nx.DiGraph, expanded: set[str]) -> set[str]:
     """Closed boxes of this view that hold one run of repeated blocks and nothing else (a ModuleList
     of 80 decoder layers): opening one draws the run's fold box ("LlamaDecoderLayer × 80", with its
-    sparkline) where the container's box ("ModuleList · 8,320 nodes") said nothing, one box either way."""
+    sparkline) where the container's box ("ModuleList · 8,320 nodes") said nothing, one box either way.
+    A container that is itself one of a run of repeats stays closed: its run folds it with its siblings."""
     modules = graph.graph.get("modules", {})
+    runs = find_repeats(graph)
+    repeats = {m for run in runs for m in run["members"]}   # a repeat itself folds at its own level
     out = set()
-    for run in find_repeats(graph):
+    for run in runs:
         parent = run["parent"]
-        if not parent or parent in expanded or any(q not in expanded for q in prefixes(parent)[:-1]):
+        if (not parent or parent in expanded or parent in repeats
+                or any(q not in expanded for q in prefixes(parent)[:-1])):
             continue
         children = [c for c, info in modules.items() if info.get("parent") == parent and info.get("nodes")]
         own = modules.get(parent, {}).get("nodes", 0) - sum(modules[c]["nodes"] for c in children)
@@ -98,11 +103,15 @@ def collapse(graph: nx.DiGraph, depth: int | None = None, expanded: Iterable[str
             groups[box] = []
             out.add_node(box)  # placeholder keeps first-seen order (deterministic)
         groups[box].append(nid)
+    meta = bool(graph.graph.get("meta"))
     for gid, members in groups.items():
         if gid in folds:
-            out.nodes[gid].update(fold_attrs(graph, folds[gid], members))
+            attrs = fold_attrs(graph, folds[gid], members)
         else:
-            out.nodes[gid].update(_group_attrs(graph, gid[len("group:"):], members, modules))
+            attrs = _group_attrs(graph, gid[len("group:"):], members, modules)
+        attrs["facts"] = box_facts(attrs.get("numel"), attrs.get("param_grad_norm"), attrs.get("activation_bytes"),
+                                   attrs["n_nodes"], meta)
+        out.nodes[gid].update(attrs)
     for u, v, attrs in graph.edges(data=True):
         gu, gv = member_of[u], member_of[v]
         if gu == gv:
@@ -129,7 +138,7 @@ def _group_attrs(graph: nx.DiGraph, path: str, members: list[str], modules: dict
         "grad_inf": sum(graph.nodes[m].get("grad_inf") or 0 for m in members),
         "reachable": any(graph.nodes[m].get("reachable", True) for m in members),
         "param_bytes": info.get("param_bytes"), "activation_bytes": info.get("activation_bytes"),
-        "numel": info.get("numel"),
+        "numel": info.get("numel"), "param_grad_norm": info.get("grad_norm"),
         "shape": [], "op": "", "location": "", "code": "",
     }
 

@@ -66,15 +66,20 @@ def check_target(path: str | os.PathLike, images_only: bool = False) -> tuple[Pa
 
 
 def export_graph(graph: nx.DiGraph, path: str | os.PathLike, collapse_depth: int | None = None, *,
-                 marks: Marks | None = None, options: ImageOptions | None = None) -> ExportResult:
+                 marks: Marks | None = None, options: ImageOptions | None = None,
+                 expanded: set[str] | None = None) -> ExportResult:
     """Write ``graph`` to ``path`` in the format of its extension (see ``FORMATS``).
 
-    ``collapse_depth`` first merges modules below that depth into boxes; ``marks`` (from
+    ``collapse_depth`` first merges modules below that depth into boxes, ``expanded`` (the
+    modules to open, e.g. ``core.layout.auto_view.auto_expanded``) every other one; ``marks`` (from
     ``core.marks.marks_from_findings``) are drawn in images and DOT and stored in JSON/GraphML.
     """
     target, fmt = check_target(path)
     opts = options or ImageOptions()
-    if collapse_depth is not None:
+    if expanded is not None:
+        from gradviz.core.layout.grouping import collapse
+        graph = collapse(graph, expanded=expanded)
+    elif collapse_depth is not None:
         from gradviz.core.layout.grouping import collapse
         graph = collapse(graph, depth=collapse_depth)
     if fmt.image:

@@ -24,10 +24,12 @@ BAD = QColor("#dc2626")
 
 
 def fold_lines(attrs: dict) -> tuple[str, str]:
-    """(title, subtitle): 'Block × 200', 'blocks.0 … blocks.199 · 11,000 nodes'."""
+    """(title, subtitle): 'Block × 200', 'blocks.0 … blocks.199 · 1.2M params · grad 0.031' (what is
+    inside: ``core/layout/box_facts.py``; a fold of parameter-free blocks gives its node count)."""
     n = attrs.get("n_nodes", 0)
     span = f"{attrs.get('first', '')} … {attrs.get('last', '')}"
-    return str(attrs.get("label") or ""), f"{span} · {number(n, grouped=True)} node{'s' if n != 1 else ''}"
+    facts = attrs.get("facts") or f"{number(n, grouped=True)} node{'s' if n != 1 else ''}"
+    return str(attrs.get("label") or ""), f"{span} · {facts}"
 
 
 def fold_size(attrs: dict, text_width) -> tuple[float, float]:

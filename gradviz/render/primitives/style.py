@@ -106,7 +106,8 @@ def node_lines(nid: Hashable, attrs: dict) -> tuple[str, str]:
     if kind == "group":
         mtype = attrs.get("module_type") or ""
         n = attrs.get("n_nodes", 0)
-        return attrs.get("module") or label, f"{mtype} · {n} node{'s' if n != 1 else ''}" if mtype else f"{n} nodes"
+        facts = attrs.get("facts") or f"{n} node{'s' if n != 1 else ''}"   # core/layout/box_facts.py
+        return attrs.get("module") or label, f"{mtype} · {facts}" if mtype else facts
     if kind in ("param", "input", "leaf"):
         return label, shape_text(attrs.get("shape"))
     if kind == "loss":

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import QGraphicsScene, QGraphicsSceneMouseEvent, QToolTip
 from gradviz.core.output import structure_colors
 from gradviz.core.output.colors import LogColorScale, auto_range
 from gradviz.core.runtime.formatting import number
+from gradviz.core.layout.box_facts import box_facts
 from gradviz.core.layout.types import Layout
 from gradviz.core.output.marks import Marks
 from gradviz.render.parts.edges import build_edges
@@ -214,12 +215,23 @@ class GraphScene(QGraphicsScene):
             i = index.get(nid)
             if i is not None:
                 self.norms[i] = value
+                if self.kinds[i] == "group":
+                    self._refresh_facts(i, value)
         if not self._fixed_range:
             lo, hi = auto_range(self.norms)
             # refit only when the data left the range or shrank a lot: colours should not flicker
             if lo < self._scale.lo or hi > self._scale.hi or hi < self._scale.hi / 100 or lo > self._scale.lo * 100:
                 self._scale = LogColorScale(lo, hi)
         self._recolor()
+
+    def _refresh_facts(self, i: int, norm: float | None) -> None:
+        """A module box's "grad" figure follows the live norms, as its colour does (for a box
+        with parameters the live norm is its parameters' norm: ``Document.view_norms``)."""
+        attrs = self.graph.nodes[self.keys[i]] if self.graph is not None else {}
+        if not attrs.get("numel") or "facts" not in attrs or self.graph.graph.get("meta"):
+            return
+        facts = box_facts(attrs["numel"], norm, attrs.get("activation_bytes"), attrs.get("n_nodes", 0), False)
+        self.set_second_line(self.ids[i], style.node_lines(self.keys[i], {**attrs, "facts": facts})[1])
 
     def _recolor(self) -> None:
         self._compute_colors()
