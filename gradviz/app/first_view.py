@@ -16,7 +16,9 @@ from typing import Any, Callable
 
 import networkx as nx
 
-LEGIBLE_SCALE = 0.6      # 12 px labels drawn at >= 7 px: readable
+LEGIBLE_SCALE = 0.5      # 12 px labels drawn at >= 6 px (module names below it at a fixed 11 px: far_labels).
+                         # 0.6 before module frames became rectangles: a row more at each module boundary
+                         # makes the digits MLP 1234 px tall, not 890, and 0.53 is its whole picture in the window
 NEAR_OVERVIEW = 0.8      # a grouping drawn at 80 % of the overview's scale is as readable as it
 FIT_PAD = 24.0           # what GraphView.fit adds around the graph (12 px each side)
 
