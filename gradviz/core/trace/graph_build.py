@@ -61,7 +61,7 @@ def build_graph(roots: Sequence[torch.Tensor], model: nn.Module | None, cap: "Fo
     order = list(nx.topological_sort(g))
     _inherit_modules(g, order)
     if cap is None and model is not None:     # a loss traced after its forward: modules from the parameters
-        place_ops_by_parameters(g, order, module_types)
+        place_ops_by_parameters(g, order, module_types, _sequence_numbers(node_ids), _tied_names(model, param_names))
     comm_nodes.annotate(g, model)      # FSDP / DTensor communication: labelled, in boxes of their own
     if options.saved_tensors:
         weights = {storage_key(t) for t in sharding.weight_tensors(model)}
@@ -134,6 +134,24 @@ def _inherit_modules(g: nx.DiGraph, order: list[str]) -> None:
                 if s["kind"] == "op" and s["location"]:
                     attrs.update(module=s["module"], module_type=s["module_type"])
                     break
+
+
+def _sequence_numbers(node_ids: dict[Any, str]) -> dict[str, int]:
+    """Op id -> its autograd node's sequence number (forward order; core/trace/module_guess.py)."""
+    out = {}
+    for fn, nid in node_ids.items():
+        number = getattr(fn, "_sequence_nr", None)
+        if nid.startswith("op:") and number is not None:
+            out[nid] = number()
+    return out
+
+
+def _tied_names(model: nn.Module, param_names: dict[int, str]) -> dict[str, list[str]]:
+    """Graph parameter name -> every name of that one tensor, in declaration order (only ties)."""
+    names: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(p), []).append(name)
+    return {param_names[k]: group for k, group in names.items() if len(group) > 1 and k in param_names}
 
 
 def _cuts_summary(cap: "ForwardCapture | None", node_ids: dict[Any, str]) -> list[dict]:

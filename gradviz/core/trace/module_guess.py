@@ -1,14 +1,36 @@
 """Which module an op belongs to when the forward was not watched (``gradviz.trace(loss, model=model)``).
 
 A loss computed before gradviz was called carries no record of the modules its forward passed through:
-only the parameters name modules (``transformer.h.0.mlp.c_fc.weight``). Every op is then placed in the
-innermost module enclosing the nearest parameter-reading op before it and the nearest after it (nearest
-by edges; several as near: the module enclosing them all): GELU between ``mlp.c_fc`` and ``mlp.c_proj`` is in ``mlp``; softmax between ``attn.c_attn`` and
-``attn.c_proj`` is in ``attn``; the residual add between ``h.0.attn`` and ``h.0.ln_2`` is in ``h.0``. An op
-that reads a parameter directly is in that parameter's module. So folding a graph traced from a loss
-tensor groups it as a watched forward does (``gradviz.capture``), within what the parameters reveal.
+only the parameters name modules (``transformer.h.0.mlp.c_fc.weight``). An op that reads a parameter is in
+that parameter's module. The others are placed by *when* forward created them: every autograd node carries
+a sequence number (``node._sequence_nr()``, increasing in forward order on the thread that ran it), so each
+module's parameter-reading ops bound an interval of forward time, its submodules' intervals nested inside.
+
+- An op inside a module's interval is in the innermost module whose interval holds it: softmax between
+  ``attn.c_attn`` and ``attn.c_proj`` is in ``attn``; the residual add between ``h.0.attn`` and
+  ``h.0.ln_2`` is in ``h.0``.
+- An op between two children's intervals that is computed from the earlier child's values alone is that
+  child's last step, placed as deep as its inputs allow: the view after ``c_proj``'s addmm is in
+  ``c_proj``, and GPT-2's residual add at the end of ``h.0`` (both its inputs from ``h.0``) is in ``h.0``,
+  as a watched forward (``gradviz.capture``) says. So consecutive blocks feed each other directly and
+  fold (``core/layout/folding.py``). An op that mixes two children (parallel heads summed) stays in
+  their parent, so the heads do not feed each other and do not fold.
+- After the whole model's interval nothing bounds the last child: the loss is not part of it. There an
+  op joins the last block of a run only as the same step its previous sibling ended with (the n-th op
+  after each block, by op name), so the last block of a stack ends as the others do and the loss
+  stays outside.
+- An op reading a tied parameter (one tensor under several names, ``lm_head.weight`` *is*
+  ``wte.weight``): the reads in forward order go to the names in the model's declaration order when
+  there are as many of each, else to the module enclosing all the names.
+
+What no graph can tell: an op the parent applies to each block's output (``tanh(layer(x))`` in a loop)
+looks like the block's own last step, so without ``capture`` such blocks fold with it inside. Sequence
+numbers count per thread: a forward split across threads (``nn.DataParallel``) falls back to the nearest
+parameter-reading ops by edges.
 """
 from __future__ import annotations
+
+import bisect
 
 import networkx as nx
 
@@ -29,31 +51,188 @@ def _common(a: str | None, b: str | None) -> str | None:
     return ".".join(out)
 
 
-def place_ops_by_parameters(g: nx.DiGraph, order: list[str], module_types: dict[str, str]) -> None:
-    """Give each op without a module one from the parameters around it (``order``: producers first)."""
+def _prefixes(path: str) -> list[str]:
+    parts = path.split(".") if path else []
+    return [".".join(parts[:k]) for k in range(1, len(parts) + 1)]
+
+
+def _within(module: str, outer: str) -> bool:
+    return outer == "" or module == outer or module.startswith(outer + ".")
+
+
+def place_ops_by_parameters(g: nx.DiGraph, order: list[str], module_types: dict[str, str],
+                            sequence: dict[str, int] | None = None,
+                            ties: dict[str, list[str]] | None = None) -> None:
+    """Give each op without a module one from the parameters (``order``: producers first; ``sequence``:
+    op id -> its autograd node's sequence number; ``ties``: parameter name -> all names of that tensor)."""
+    nodes = g.nodes
+    own = _direct_owners(g, order, sequence or {}, ties or {})
+    ops = [nid for nid in own if not nodes[nid].get("module")]
+    if sequence and all(nid in sequence for nid in own):
+        placed = _by_sequence(g, own, sequence, module_types)
+    else:       # no forward order known: the nearest parameter-reading ops by edges
+        up = _nearest(g, order, own, g.predecessors)
+        down = _nearest(g, list(reversed(order)), own, g.successors)
+        placed = {nid: own[nid] if own[nid] is not None else _common(up.get(nid), down.get(nid)) for nid in own}
+    for nid in ops:
+        found = placed.get(nid)
+        if found:
+            nodes[nid].update(module=found, module_type=module_types.get(found, ""))
+
+
+def _direct_owners(g: nx.DiGraph, order: list[str], sequence: dict[str, int],
+                   ties: dict[str, list[str]]) -> dict[str, str | None]:
+    """Op id -> the module of the parameters it reads (None: it reads none)."""
     nodes = g.nodes
     own: dict[str, str | None] = {}
     for nid in order:
-        attrs = nodes[nid]
-        if attrs.get("kind") != "op":
+        if nodes[nid].get("kind") != "op":
             continue
-        owners = [nodes[p]["module"] for p in g.predecessors(nid) if nodes[p].get("kind") == "param"]
         found = None
-        for owner in owners:
-            found = owner if found is None else _common(found, owner)
+        for p in g.predecessors(nid):
+            if nodes[p].get("kind") == "param" and nodes[p].get("param") not in ties:
+                found = nodes[p]["module"] if found is None else _common(found, nodes[p]["module"])
         own[nid] = found
-    # the nearest op with a module on the inputs' side (producers first) and on the loss's side: nearest,
-    # not all of them — a residual stream reaches every later block, and would lift each add to the top
-    up = _nearest(g, order, own, g.predecessors)
-    down = _nearest(g, list(reversed(order)), own, g.successors)
-    for nid, found in own.items():
-        attrs = nodes[nid]
-        if attrs.get("module"):
+    for name, names in ties.items():
+        pid = f"param:{name}"
+        if pid not in g:
             continue
-        if found is None:
-            found = _common(up.get(nid), down.get(nid))
-        if found:
-            attrs.update(module=found, module_type=module_types.get(found, ""))
+        readers = sorted((s for s in g.successors(pid) if s in own), key=lambda s: sequence.get(s, 0))
+        modules = [n.rpartition(".")[0] for n in names]
+        if len(readers) != len(modules) or not all(s in sequence for s in readers):
+            enclosing = modules[0]
+            for m in modules[1:]:
+                enclosing = _common(enclosing, m)
+            modules = [enclosing] * len(readers)
+        for s, m in zip(readers, modules):
+            own[s] = m if own[s] is None else _common(own[s], m)
+    return own
+
+
+class _Spans:
+    """Each module's forward interval (first and last sequence number of its and its submodules'
+    parameter-reading ops) and its children with one, in forward order."""
+
+    def __init__(self, own: dict[str, str | None], sequence: dict[str, int]):
+        self.lo: dict[str, int] = {}
+        self.hi: dict[str, int] = {}
+        for nid, module in own.items():
+            if module is None:
+                continue
+            s = sequence[nid]
+            parts = module.split(".") if module else []
+            for k in range(len(parts) + 1):
+                path = ".".join(parts[:k])
+                if path not in self.lo or s < self.lo[path]:
+                    self.lo[path] = s
+                if path not in self.hi or s > self.hi[path]:
+                    self.hi[path] = s
+        self.children: dict[str, list[str]] = {}
+        for path in self.lo:
+            if path:
+                self.children.setdefault(path.rpartition(".")[0] if "." in path else "", []).append(path)
+        for kids in self.children.values():
+            kids.sort(key=self.lo.__getitem__)
+        self.starts = {p: [self.lo[k] for k in kids] for p, kids in self.children.items()}
+        self.key: dict[str, tuple] = {}
+        self.repeated: set[str] = set()
+
+    def find_repeats(self, g: nx.DiGraph, module_types: dict[str, str]) -> None:
+        """Siblings of one type with the same parameter names and shapes: blocks that repeat."""
+        shapes: dict[str, list] = {}
+        for _, attrs in g.nodes(data=True):
+            if attrs.get("kind") != "param":
+                continue
+            name, shape = attrs.get("param", ""), tuple(attrs.get("shape") or ())
+            for path in _prefixes(name.rpartition(".")[0]):
+                if path in self.lo:
+                    shapes.setdefault(path, []).append((name[len(path):], shape))
+        count: dict[tuple, int] = {}
+        for path in self.lo:
+            if path:
+                parent = path.rpartition(".")[0] if "." in path else ""
+                self.key[path] = (parent, module_types.get(path, ""), tuple(sorted(shapes.get(path, []))))
+                count[self.key[path]] = count.get(self.key[path], 0) + 1
+        self.repeated = {p for p, k in self.key.items() if count[k] > 1}
+
+    def holds(self, path: str, s: int) -> bool:
+        return self.lo[path] <= s <= self.hi[path]
+
+    def child_holding(self, path: str, s: int) -> str | None:
+        """The child of ``path`` whose interval holds ``s`` (the tightest, when reuse makes them overlap)."""
+        kids = self.children.get(path, [])
+        k = bisect.bisect_right(self.starts.get(path, []), s)
+        if k and self.holds(kids[k - 1], s):
+            return kids[k - 1]
+        holding = [c for c in kids[:k] if self.holds(c, s)]
+        return min(holding, key=lambda c: self.hi[c] - self.lo[c]) if holding else None
+
+    def child_before(self, path: str, s: int) -> str | None:
+        """The child of ``path`` that ended last before ``s``."""
+        before = [c for c in self.children.get(path, []) if self.hi[c] < s]
+        return max(before, key=self.hi.__getitem__) if before else None
+
+
+def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, int],
+                 module_types: dict[str, str]) -> dict[str, str | None]:
+    """Op id -> module, from the forward intervals (see the module docstring)."""
+    spans = _Spans(own, sequence)
+    if "" not in spans.lo:
+        return dict(own)
+    spans.find_repeats(g, module_types)
+    placed: dict[str, str | None] = {}
+    tails: dict[str, list[str]] = {}      # module -> names of the ops placed in it after its interval ended
+    nodes = g.nodes
+    for nid in sorted(own, key=sequence.__getitem__):
+        if own[nid] is not None:
+            placed[nid] = own[nid]
+            continue
+        s = sequence[nid]
+        inputs = [placed.get(p) for p in g.predecessors(nid) if p in own]
+        inputs = [m for m in inputs if m is not None]
+        bounded = spans.holds("", s)
+        module = ""
+        while bounded:          # inside the innermost interval holding s
+            inner = spans.child_holding(module, s)
+            if inner is None:
+                break
+            module = inner
+        # the last step of the child before: only into a repeated block (from the parent's view, inside)
+        path = _last_step_path(spans, module, s, inputs)
+        op = nodes[nid].get("op", "")
+        if bounded:
+            ends = [i for i, m in enumerate(path) if m in spans.repeated]
+        else:                   # after the model: only as the step the previous sibling ended with
+            ends = [i for i, m in enumerate(path) if m in spans.repeated and _repeats_tail(spans, tails, m, op)]
+        path = path[:ends[-1] + 1] if ends else []
+        for m in path:
+            tails.setdefault(m, []).append(op)
+        placed[nid] = path[-1] if path else module
+    return placed
+
+
+def _last_step_path(spans: _Spans, module: str, s: int, inputs: list[str]) -> list[str]:
+    """The children, grandchildren, ... of ``module`` that ended before ``s`` and hold all ``inputs``."""
+    path = []
+    while inputs:
+        before = spans.child_before(module, s)
+        if before is None or not all(_within(m, before) for m in inputs):
+            break
+        path.append(before)
+        module = before
+    return path
+
+
+def _repeats_tail(spans: _Spans, tails: dict[str, list[str]], module: str, op: str) -> bool:
+    """Whether ``op`` is the next step of ``module``'s tail as its previous sibling, a repeat of it, ended."""
+    parent = module.rpartition(".")[0] if "." in module else ""
+    kids = spans.children.get(parent, [])
+    i = kids.index(module)
+    if i == 0 or spans.key.get(kids[i - 1]) != spans.key.get(module):
+        return False
+    prev = kids[i - 1]
+    done, theirs = tails.get(module, []), tails.get(prev, [])
+    return len(done) < len(theirs) and theirs[len(done)] == op
 
 
 def _nearest(g: nx.DiGraph, order: list[str], own: dict[str, str | None], before) -> dict[str, str | None]:
