@@ -110,10 +110,11 @@ def test_import_gradviz_does_not_import_the_notebook_helpers():
 def test_a_gpt2_notebook_stores_one_small_picture_per_output(executed):
     """Issue #28: every result stored its SVG twice (text/html and image/svg+xml), ~1 MB a cell for a 2-layer
     GPT-2, and collapse=1 without capture hardly folded (ops outside their modules). Now one picture per
-    output, grouped from the parameters (core/trace/module_guess.py)."""
+    output, grouped from the parameters and forward order (core/trace/module_guess.py), its blocks folded
+    as with capture."""
     pytest.importorskip("transformers")
     import gradviz.notebook as notebook
-    from gradviz.core.layout.grouping import expanded_to_depth, visible_count
+    from gradviz.core.layout.grouping import collapse, expanded_to_depth, visible_count
 
     nb, stored = executed
     pictures = []
@@ -122,7 +123,7 @@ def test_a_gpt2_notebook_stores_one_small_picture_per_output(executed):
         assert set(output["data"]) == {"image/svg+xml", "text/plain"}      # one picture, no html twin
         pictures.append(output["data"]["image/svg+xml"])
     auto, top = pictures
-    assert "gradient norm" in auto and len(top) < len(auto) / 3
+    assert "gradient norm" in auto and "GPT2Block × 2" in auto and len(top) < len(auto)
     # one copy of each picture: the file is the pictures plus the MLP's and the code, not twice the pictures
     mlp = sum(len(svg_of(nb.cells[i].outputs[-1])) for i in (1, 2))
     assert stored.stat().st_size < 1.2 * (len(auto) + len(top) + mlp) + 10_000
@@ -133,7 +134,16 @@ def test_a_gpt2_notebook_stores_one_small_picture_per_output(executed):
     ids = torch.randint(0, 100, (2, 16))
     graph = gradviz.trace(model(ids, labels=ids).loss, model=model)
     assert 1 < visible_count(graph, notebook._expanded(graph, "auto")) <= notebook.NOTEBOOK_BOXES
-    assert visible_count(graph, expanded_to_depth(graph, 1, True), True) <= 5      # was 132 without capture
+    # depth 1 (was 132 boxes without capture): the two top modules, and loose only ops that a watched forward
+    # puts in no submodule of the transformer (the loss, lm_head's matmul after its one parameter read, and
+    # GPT2Model's own reshape of its output: ops no parameter read bounds)
+    with gradviz.capture(model) as cap:
+        watched = gradviz.trace(model(ids, labels=ids).loss, model=model, capture=cap)
+    view = collapse(graph, expanded=expanded_to_depth(graph, 1, True))
+    boxes = {a["label"] for _, a in view.nodes(data=True) if a.get("kind") == "group"}
+    loose = [n for n, a in view.nodes(data=True) if a.get("kind") == "op"]
+    assert boxes == {"transformer (GPT2Model)", "lm_head (Linear)"} and len(view) < 15
+    assert loose and not [n for n in loose if watched.nodes[n]["module"].startswith("transformer.")]
 
 
 def test_the_compact_svg_draws_what_qt_wrote():

@@ -188,8 +188,7 @@ def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, 
             placed[nid] = own[nid]
             continue
         s = sequence[nid]
-        inputs = [placed.get(p) for p in g.predecessors(nid) if p in own]
-        inputs = [m for m in inputs if m is not None]
+        inputs = [p for p in g.predecessors(nid) if p in own and placed.get(p) is not None]
         bounded = spans.holds("", s)
         module = ""
         while bounded:          # inside the innermost interval holding s
@@ -198,7 +197,7 @@ def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, 
                 break
             module = inner
         # the last step of the child before: only into a repeated block (from the parent's view, inside)
-        path = _last_step_path(spans, module, s, inputs)
+        path = _last_step_path(g, placed, spans, module, s, inputs)
         op = nodes[nid].get("op", "")
         if bounded:
             ends = [i for i, m in enumerate(path) if m in spans.repeated]
@@ -211,16 +210,24 @@ def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, 
     return placed
 
 
-def _last_step_path(spans: _Spans, module: str, s: int, inputs: list[str]) -> list[str]:
-    """The children, grandchildren, ... of ``module`` that ended before ``s`` and hold all ``inputs``."""
+def _last_step_path(g: nx.DiGraph, placed: dict[str, str | None], spans: _Spans, module: str, s: int,
+                    inputs: list[str]) -> list[str]:
+    """The children, grandchildren, ... of ``module`` that ended before ``s`` and hold every input op:
+    made in them, or a value they read themselves (the residual stream entering a block, ``x + f(x)``;
+    a sum of two parallel heads reads the other head's value, which this one never read)."""
     path = []
     while inputs:
         before = spans.child_before(module, s)
-        if before is None or not all(_within(m, before) for m in inputs):
+        if before is None or not all(_within(placed[p], before) or _reads(g, placed, p, before) for p in inputs):
             break
         path.append(before)
         module = before
     return path
+
+
+def _reads(g: nx.DiGraph, placed: dict[str, str | None], value: str, module: str) -> bool:
+    """Whether an op placed in ``module`` (or below) reads ``value``'s output."""
+    return any(placed.get(q) is not None and _within(placed[q], module) and placed[q] != "" for q in g.successors(value))
 
 
 def _repeats_tail(spans: _Spans, tails: dict[str, list[str]], module: str, op: str) -> bool:
