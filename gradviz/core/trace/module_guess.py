@@ -181,7 +181,9 @@ def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, 
         return dict(own)
     spans.find_repeats(g, module_types)
     placed: dict[str, str | None] = {}
+    start: dict[str, str] = {}            # op id -> the innermost module holding it (before any last step)
     tails: dict[str, list[str]] = {}      # module -> names of the ops placed in it after its interval ended
+    tail_ops: dict[str, list[str]] = {}   # module -> those ops' ids, in forward order
     nodes = g.nodes
     for nid in sorted(own, key=sequence.__getitem__):
         if own[nid] is not None:
@@ -206,8 +208,66 @@ def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, 
         path = path[:ends[-1] + 1] if ends else []
         for m in path:
             tails.setdefault(m, []).append(op)
+        if path:
+            tail_ops.setdefault(path[-1], []).append(nid)
+        start[nid] = module
         placed[nid] = path[-1] if path else module
+    for run in _runs(spans):
+        _split_gaps(run, placed, start, tail_ops, sequence, spans, nodes)
     return placed
+
+
+def _runs(spans: _Spans) -> list[list[str]]:
+    """Consecutive children of one parent that repeat (one type, one set of parameter shapes), in forward order."""
+    out = []
+    for kids in spans.children.values():
+        run: list[str] = []
+        for kid in [*kids, None]:
+            if kid is not None and kid in spans.repeated and run and spans.key[run[-1]] == spans.key[kid]:
+                run.append(kid)
+                continue
+            if len(run) > 1:
+                out.append(run)
+            run = [kid] if kid is not None and kid in spans.repeated else []
+    return out
+
+
+def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, sequence: dict, spans: _Spans,
+                nodes) -> None:
+    """Between two repeats, which ops end the first and which begin the next: every repeat begins and ends
+    alike. The ops the last repeat also ends with end each repeat (GPT-2's residual add: ``ln_f`` follows
+    the last block as the next block follows the others); the rest of a gap begins the next repeat when
+    the ops just before the first repeat are the same (BERT's layers begin with the query's reshape of
+    the layer before's output; after the last layer comes the pooler's first step, not a reshape); and
+    the last repeat keeps no more than the gaps end with."""
+    def names(ops):
+        return [nodes[n].get("op", "") for n in ops]
+
+    gap = tail_ops.get(run[0], [])
+    prev_hi = max((spans.hi[k] for k in spans.children.get(_parent(run[0]), []) if spans.hi[k] < spans.lo[run[0]]),
+                  default=-1)
+    before = sorted((n for n, m in placed.items() if prev_hi < sequence[n] < spans.lo[run[0]]
+                     and not _within(m or "", run[0])), key=sequence.__getitem__)
+    last = tail_ops.get(run[-1], [])
+    ends = 0        # how many of the gap's ops the last repeat ends with too: those end a repeat
+    while ends < len(gap) and ends < len(last) and names(gap[ends:ends + 1]) == names(last[ends:ends + 1]):
+        ends += 1
+    head = len(gap) - ends      # the rest begin the next repeat, if the first repeat begins so too
+    if head and head <= len(before) and names(gap[-head:]) == names(before[-head:]):
+        for n in before[-head:]:
+            placed[n] = run[0]
+        for a, b in zip(run, run[1:]):
+            ops = tail_ops.get(a, [])
+            if len(ops) >= head and names(ops[-head:]) == names(gap[-head:]):
+                for n in ops[-head:]:
+                    placed[n] = b
+                tail_ops[a] = ops[:-head]
+    for n in last[ends:]:           # after the last repeat, beyond how the others end: not its own
+        placed[n] = start[n]
+
+
+def _parent(path: str) -> str:
+    return path.rpartition(".")[0] if "." in path else ""
 
 
 def _last_step_path(g: nx.DiGraph, placed: dict[str, str | None], spans: _Spans, module: str, s: int,
