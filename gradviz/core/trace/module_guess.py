@@ -183,7 +183,7 @@ def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, 
     placed: dict[str, str | None] = {}
     start: dict[str, str] = {}            # op id -> the innermost module holding it (before any last step)
     tails: dict[str, list[str]] = {}      # module -> names of the ops placed in it after its interval ended
-    tail_ops: dict[str, list[str]] = {}   # module -> those ops' ids, in forward order
+    tail_ops: dict[str, list[str]] = {}   # module -> those ops' ids (placed in it or below), in forward order
     nodes = g.nodes
     for nid in sorted(own, key=sequence.__getitem__):
         if own[nid] is not None:
@@ -208,8 +208,7 @@ def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, 
         path = path[:ends[-1] + 1] if ends else []
         for m in path:
             tails.setdefault(m, []).append(op)
-        if path:
-            tail_ops.setdefault(path[-1], []).append(nid)
+            tail_ops.setdefault(m, []).append(nid)
         start[nid] = module
         placed[nid] = path[-1] if path else module
     for run in _runs(spans):
@@ -244,16 +243,27 @@ def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, seque
         return [nodes[n].get("op", "") for n in ops]
 
     gap = tail_ops.get(run[0], [])
-    prev_hi = max((spans.hi[k] for k in spans.children.get(_parent(run[0]), []) if spans.hi[k] < spans.lo[run[0]]),
-                  default=-1)
-    before = sorted((n for n, m in placed.items() if prev_hi < sequence[n] < spans.lo[run[0]]
-                     and not _within(m or "", run[0])), key=sequence.__getitem__)
     last = tail_ops.get(run[-1], [])
     ends = 0        # how many of the gap's ops the last repeat ends with too: those end a repeat
     while ends < len(gap) and ends < len(last) and names(gap[ends:ends + 1]) == names(last[ends:ends + 1]):
         ends += 1
     head = len(gap) - ends      # the rest begin the next repeat, if the first repeat begins so too
-    if head and head <= len(before) and names(gap[-head:]) == names(before[-head:]):
+    for first in range(len(run) - 1):   # else the second (nn.Transformer's first layer reads the grad-free
+        if head and _split_heads(run[first:], head, gap, placed, tail_ops, sequence, spans, names):  # input)
+            break
+    for n in last[ends:]:           # after the last repeat, beyond how the others end: not its own
+        placed[n] = start[n]
+
+
+def _split_heads(run: list[str], head: int, gap: list[str], placed: dict, tail_ops: dict, sequence: dict,
+                 spans: _Spans, names) -> bool:
+    """Give each repeat of ``run`` the last ``head`` ops of the gap before it, when the ops just before its
+    first repeat are those too (whether it was done)."""
+    prev_hi = max((spans.hi[k] for k in spans.children.get(_parent(run[0]), []) if spans.hi[k] < spans.lo[run[0]]),
+                  default=-1)
+    before = sorted((n for n, m in placed.items() if prev_hi < sequence[n] < spans.lo[run[0]]
+                     and not _within(m or "", run[0])), key=sequence.__getitem__)
+    if head <= len(before) and names(gap[-head:]) == names(before[-head:]):
         for n in before[-head:]:
             placed[n] = run[0]
         for a, b in zip(run, run[1:]):
@@ -262,8 +272,8 @@ def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, seque
                 for n in ops[-head:]:
                     placed[n] = b
                 tail_ops[a] = ops[:-head]
-    for n in last[ends:]:           # after the last repeat, beyond how the others end: not its own
-        placed[n] = start[n]
+        return True
+    return False
 
 
 def _parent(path: str) -> str:
