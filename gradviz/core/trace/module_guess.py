@@ -9,24 +9,31 @@ module's parameter-reading ops bound an interval of forward time, its submodules
 - An op inside a module's interval is in the innermost module whose interval holds it: softmax between
   ``attn.c_attn`` and ``attn.c_proj`` is in ``attn``; the residual add between ``h.0.attn`` and
   ``h.0.ln_2`` is in ``h.0``.
-- An op between two children's intervals that is computed from the earlier child's values alone is that
-  child's last step, placed as deep as its inputs allow: the view after ``c_proj``'s addmm is in
-  ``c_proj``, and GPT-2's residual add at the end of ``h.0`` (both its inputs from ``h.0``) is in ``h.0``,
-  as a watched forward (``gradviz.capture``) says. So consecutive blocks feed each other directly and
-  fold (``core/layout/folding.py``). An op that mixes two children (parallel heads summed) stays in
-  their parent, so the heads do not feed each other and do not fold.
+- An op between two repeated blocks (siblings of one type with the same parameter shapes) that is
+  computed from the earlier block's values alone, or from values that block read itself (the residual
+  stream of ``x + f(x)``), is that block's last step: GPT-2's residual add at the end of ``h.0`` is in
+  ``h.0``, as a watched forward (``gradviz.capture``) says. So consecutive blocks feed each other
+  directly and fold (``core/layout/folding.py``). An op that mixes two children (parallel heads summed:
+  the sum reads a head this one never read) stays in their parent, so the heads do not feed each other
+  and do not fold. Between other children (``c_attn`` and ``c_proj``) ops stay in the parent.
+- Repeats begin and end alike, so a run's two ends split each gap between a repeat's end and the next
+  one's beginning: the ops the last repeat also ends with end each repeat; the rest begin the next
+  one when the ops just before the first repeat are the same (BERT's layers begin with the query's
+  reshape of the previous output; nn.Transformer's with attention's input transpose, which its first
+  layer, reading the grad-free input, lacks, as with capture); the last repeat keeps no more than the
+  gaps end with (after BERT's last layer comes the pooler's first step).
 - After the whole model's interval nothing bounds the last child: the loss is not part of it. There an
-  op joins the last block of a run only as the same step its previous sibling ended with (the n-th op
-  after each block, by op name), so the last block of a stack ends as the others do and the loss
-  stays outside.
+  op joins the last block of a run only as the same step its previous sibling ended with (by op name),
+  so the last block of a stack ends as the others do and the loss stays outside.
 - An op reading a tied parameter (one tensor under several names, ``lm_head.weight`` *is*
   ``wte.weight``): the reads in forward order go to the names in the model's declaration order when
   there are as many of each, else to the module enclosing all the names.
 
 What no graph can tell: an op the parent applies to each block's output (``tanh(layer(x))`` in a loop)
 looks like the block's own last step, so without ``capture`` such blocks fold with it inside. Sequence
-numbers count per thread: a forward split across threads (``nn.DataParallel``) falls back to the nearest
-parameter-reading ops by edges.
+numbers count per thread: a forward split across threads (``nn.DataParallel``'s replicas) interleaves
+them, and its placement is not to be trusted. A graph whose ops carry no sequence number falls back to
+the nearest parameter-reading ops by edges.
 """
 from __future__ import annotations
 
