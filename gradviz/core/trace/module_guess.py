@@ -219,7 +219,7 @@ def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, 
         start[nid] = module
         placed[nid] = path[-1] if path else module
     for run in _runs(spans):
-        _split_gaps(run, placed, start, tail_ops, sequence, spans, nodes)
+        _split_gaps(run, placed, start, tail_ops, sequence, spans, g)
     return placed
 
 
@@ -239,7 +239,7 @@ def _runs(spans: _Spans) -> list[list[str]]:
 
 
 def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, sequence: dict, spans: _Spans,
-                nodes) -> None:
+                g: nx.DiGraph) -> None:
     """Between two repeats, which ops end the first and which begin the next: every repeat begins and ends
     alike. The ops the last repeat also ends with end each repeat (GPT-2's residual add: ``ln_f`` follows
     the last block as the next block follows the others); the rest of a gap begins the next repeat when
@@ -247,7 +247,7 @@ def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, seque
     the layer before's output; after the last layer comes the pooler's first step, not a reshape); and
     the last repeat keeps no more than the gaps end with."""
     def names(ops):
-        return [nodes[n].get("op", "") for n in ops]
+        return [g.nodes[n].get("op", "") for n in ops]
 
     gap = tail_ops.get(run[0], [])
     last = tail_ops.get(run[-1], [])
@@ -256,31 +256,40 @@ def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, seque
         ends += 1
     head = len(gap) - ends      # the rest begin the next repeat, if the first repeat begins so too
     for first in range(len(run) - 1):   # else the second (nn.Transformer's first layer reads the grad-free
-        if head and _split_heads(run[first:], head, gap, placed, tail_ops, sequence, spans, names):  # input)
+        if head and _split_heads(run[first:], head, gap, placed, tail_ops, sequence, spans, g, names):  # input)
             break
     for n in last[ends:]:           # after the last repeat, beyond how the others end: not its own
         placed[n] = start[n]
 
 
 def _split_heads(run: list[str], head: int, gap: list[str], placed: dict, tail_ops: dict, sequence: dict,
-                 spans: _Spans, names) -> bool:
+                 spans: _Spans, g: nx.DiGraph, names) -> bool:
     """Give each repeat of ``run`` the last ``head`` ops of the gap before it, when the ops just before its
-    first repeat are those too (whether it was done)."""
+    first repeat are those too and each moved op feeds only the repeat it begins (q, k and v projections
+    each reshape their own output: that is no beginning of the next one). Whether it was done."""
     prev_hi = max((spans.hi[k] for k in spans.children.get(_parent(run[0]), []) if spans.hi[k] < spans.lo[run[0]]),
                   default=-1)
     before = sorted((n for n, m in placed.items() if prev_hi < sequence[n] < spans.lo[run[0]]
                      and not _within(m or "", run[0])), key=sequence.__getitem__)
-    if head <= len(before) and names(gap[-head:]) == names(before[-head:]):
-        for n in before[-head:]:
-            placed[n] = run[0]
-        for a, b in zip(run, run[1:]):
-            ops = tail_ops.get(a, [])
-            if len(ops) >= head and names(ops[-head:]) == names(gap[-head:]):
-                for n in ops[-head:]:
-                    placed[n] = b
-                tail_ops[a] = ops[:-head]
-        return True
-    return False
+    if head > len(before) or names(gap[-head:]) != names(before[-head:]):
+        return False
+    moves = [(before[-head:], run[0])]
+    for a, b in zip(run, run[1:]):
+        ops = tail_ops.get(a, [])
+        if len(ops) < head or names(ops[-head:]) != names(gap[-head:]):
+            return False
+        moves.append((ops[-head:], b))
+    for ops, target in moves:
+        moved = set(ops)
+        for n in ops:
+            if not all(q in moved or _within(placed.get(q) or "", target) for q in g.successors(n) if q in placed):
+                return False
+    for ops, target in moves:
+        for n in ops:
+            placed[n] = target
+    for a in run[:-1]:
+        tail_ops[a] = tail_ops[a][:-head]
+    return True
 
 
 def _parent(path: str) -> str:
