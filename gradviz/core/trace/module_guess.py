@@ -218,8 +218,10 @@ def _by_sequence(g: nx.DiGraph, own: dict[str, str | None], sequence: dict[str, 
             tail_ops.setdefault(m, []).append(nid)
         start[nid] = module
         placed[nid] = path[-1] if path else module
+    in_order = sorted(placed, key=sequence.__getitem__)
+    numbers = [sequence[n] for n in in_order]
     for run in _runs(spans):
-        _split_gaps(run, placed, start, tail_ops, sequence, spans, g)
+        _split_gaps(run, placed, start, tail_ops, (in_order, numbers), spans, g)
     return placed
 
 
@@ -238,7 +240,7 @@ def _runs(spans: _Spans) -> list[list[str]]:
     return out
 
 
-def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, sequence: dict, spans: _Spans,
+def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, sequence: tuple, spans: _Spans,
                 g: nx.DiGraph) -> None:
     """Between two repeats, which ops end the first and which begin the next: every repeat begins and ends
     alike. The ops the last repeat also ends with end each repeat (GPT-2's residual add: ``ln_f`` follows
@@ -255,22 +257,23 @@ def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, seque
     while ends < len(gap) and ends < len(last) and names(gap[ends:ends + 1]) == names(last[ends:ends + 1]):
         ends += 1
     head = len(gap) - ends      # the rest begin the next repeat, if the first repeat begins so too
-    for first in range(len(run) - 1):   # else the second (nn.Transformer's first layer reads the grad-free
+    for first in range(min(2, len(run) - 1)):   # else the second (nn.Transformer's first layer reads the grad-free
         if head and _split_heads(run[first:], head, gap, placed, tail_ops, sequence, spans, g, names):  # input)
             break
     for n in last[ends:]:           # after the last repeat, beyond how the others end: not its own
         placed[n] = start[n]
 
 
-def _split_heads(run: list[str], head: int, gap: list[str], placed: dict, tail_ops: dict, sequence: dict,
+def _split_heads(run: list[str], head: int, gap: list[str], placed: dict, tail_ops: dict, sequence: tuple,
                  spans: _Spans, g: nx.DiGraph, names) -> bool:
     """Give each repeat of ``run`` the last ``head`` ops of the gap before it, when the ops just before its
     first repeat are those too and each moved op feeds only the repeat it begins (q, k and v projections
     each reshape their own output: that is no beginning of the next one). Whether it was done."""
     prev_hi = max((spans.hi[k] for k in spans.children.get(_parent(run[0]), []) if spans.hi[k] < spans.lo[run[0]]),
                   default=-1)
-    before = sorted((n for n, m in placed.items() if prev_hi < sequence[n] < spans.lo[run[0]]
-                     and not _within(m or "", run[0])), key=sequence.__getitem__)
+    in_order, numbers = sequence        # the ops in forward order, and their sequence numbers
+    window = in_order[bisect.bisect_right(numbers, prev_hi):bisect.bisect_left(numbers, spans.lo[run[0]])]
+    before = [n for n in window if not _within(placed[n] or "", run[0])]
     if head > len(before) or names(gap[-head:]) != names(before[-head:]):
         return False
     moves = [(before[-head:], run[0])]
