@@ -124,3 +124,19 @@ def test_real_models_find_the_runs_capture_finds(name):
     assert find_repeats(guessed) == find_repeats(watched) != []
     if name != "t5":
         assert fold_labels(guessed) == fold_labels(watched)
+
+
+def test_the_sample_gpt_folds_its_blocks_and_not_its_parallel_projections():
+    """samples/transformer.py: q, k and v are identical Linears run side by side, each reshaping its own
+    output; an early version moved those reshapes into the next projection and folded "Linear × 3"."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "samples"))
+    import transformer as gpt
+
+    torch.manual_seed(0)
+    x, y = gpt.make_batch(0)
+    watched, guessed = traced_both(gpt.make_gpt(3, 32), lambda m: gpt.loss_fn(m(x), y))
+    assert find_repeats(guessed) == find_repeats(watched) == [
+        {"parent": "blocks", "type": "Block", "members": ["blocks.0", "blocks.1", "blocks.2"]}]
+    assert_blocks_agree(watched, guessed, "blocks")
