@@ -26,8 +26,9 @@ import re
 __all__ = ["compact_svg"]
 
 STYLED = ("font-family", "font-size", "font-weight", "font-style", "stroke-linecap", "stroke-linejoin",
-          "fill-opacity", "stroke-opacity")
-_ATTR = re.compile(r'\s(' + "|".join(STYLED) + r')="([^"<>]*)"')
+          "fill-opacity", "stroke-opacity", "fill-rule", "fill", "stroke-width", "stroke-dasharray",
+          "stroke-dashoffset", "stroke")
+_ATTR = re.compile(r'\s(' + "|".join(STYLED) + r')="((?!url\()[^"<>]*)"')   # a paint server stays an attribute
 _TAG = re.compile(r"<(?!/|\?|!)([A-Za-z]+)((?:\s+[A-Za-z_:][-\w:.]*=\"[^\"]*\")*)\s*(/?)>", re.S)
 _IDENTITY = re.compile(r'\s(?:transform="matrix\(1,0,0,1,0,0\)"|vector-effect="none")')
 _PLAIN_TEXT = re.compile(r'(<text\b[^>]*?)\sxml:space="preserve"([^>]*>)([^<]*)(</text>)')
@@ -48,7 +49,8 @@ def compact_svg(svg: str) -> str:
         attrs = _IDENTITY.sub("", attrs)
         found = _ATTR.findall(attrs)
         if found and name != "svg":
-            names = " ".join(classes.setdefault(pair, _name(len(classes))) for pair in found)
+            # each family of the element's style values (font, line ends, paint) is one class
+            names = " ".join(classes.setdefault(pairs, _name(len(classes))) for pairs in _families(found))
             attrs = _ATTR.sub("", attrs) + f' class="{names}"'
         attrs = _NUMBER_ATTR.sub(_round_numbers, attrs)
         attrs = _BETWEEN.sub(" ", attrs).strip()       # whitespace between attributes, never inside a value
@@ -56,16 +58,27 @@ def compact_svg(svg: str) -> str:
 
     flat = _TAG.sub(lambda m: f"<{m.group(1)} {' '.join(m.group(2).split())}{m.group(3)}>".replace(" >", ">")
                     .replace(" /", "/"), _PLAIN_TEXT.sub(_plain_text, svg))   # one tag, one line
+    flat = _shared_gradients(_fold_translations(_rounded_rects(_translations(_text_groups(flat)))))
     body = _TAG.sub(tag, _drop_group_fonts(flat))
     previous = None
     while previous != body:
         previous, body = body, _EMPTY_GROUP.sub("", body)
-    body = _merge_groups(re.sub(r"\n\s*\n+", "\n", body))
+    body = _merge_groups(_unwrap_bare_groups(re.sub(r"\n\s*\n+", "\n", body)))
     if not classes:
         return body
-    rules = "".join(f".{cls}{{{_rule(*pair)}}}" for pair, cls in classes.items())
+    rules = "".join(f".{cls}{{{';'.join(_rule(*pair) for pair in pairs)}}}" for pairs, cls in classes.items())
     end = body.index(">", body.index("<svg")) + 1
     return f"{body[:end]}\n<style>{rules}</style>{body[end:]}"
+
+
+_FAMILIES = (("font-family", "font-size", "font-weight", "font-style"), ("stroke-linecap", "stroke-linejoin"))
+
+
+def _families(found: list[tuple[str, str]]) -> list[tuple[tuple[str, str], ...]]:
+    """An element's style pairs split into fonts, line ends and the rest (paint): few distinct values each."""
+    groups = [tuple(p for p in found if p[0] in family) for family in _FAMILIES]
+    groups.append(tuple(p for p in found if not any(p[0] in family for family in _FAMILIES)))
+    return [g for g in groups if g]
 
 
 def _rule(name: str, value: str) -> str:
@@ -142,3 +155,171 @@ def _drop_group_fonts(svg: str) -> str:
         if k not in needed:
             lines[k] = _FONT_ATTR.sub("", lines[k])
     return "\n".join(lines)
+
+
+_GROUP_PAINT = re.compile(r'\s(?:fill|stroke|stroke-width|stroke-linecap|stroke-linejoin|stroke-opacity|fill-opacity|'
+                          r'fill-rule|stroke-dasharray|stroke-dashoffset)="[^"]*"')
+
+
+def _text_groups(svg: str) -> str:
+    """Paint attributes of a ``<g>`` whose children are only texts that state their own fill and fill opacity
+    and draw no stroke: nothing inside inherits them (Qt opens one such group per label; its transform stays)."""
+    lines = svg.split("\n")
+    k = 0
+    while k < len(lines):
+        tag = lines[k].strip()
+        if tag.startswith("<g") and not tag.endswith("/>"):
+            end = k + 1
+            while end < len(lines) and lines[end].strip().startswith("<text"):
+                end += 1
+            texts = lines[k + 1:end]
+            if (texts and end < len(lines) and lines[end].strip() == "</g>"
+                    and all(' stroke="none"' in t and ' fill="' in t and ' fill-opacity="' in t for t in texts)):
+                lines[k] = _GROUP_PAINT.sub("", lines[k])
+            k = end
+        else:
+            k += 1
+    return "\n".join(lines)
+
+
+def _translations(svg: str) -> str:
+    """``matrix(1,0,0,1,dx,dy)`` (Qt writes every offset as a matrix) as ``translate(dx,dy)``: the same transform."""
+    svg = re.sub(r'\stransform="matrix\(1,0,0,1,0,0\)"', "", svg)
+    return re.sub(r'transform="matrix\(1,0,0,1,([-\d.e]+),([-\d.e]+)\)"', r'transform="translate(\1,\2)"', svg)
+
+
+_NUM = r"(-?[\d.]+(?:e-?\d+)?)"
+_ROUNDED = re.compile(r'<path((?:\s[-\w:]+="[^"]*")*?)\s+d="(M[^"]*Z)\s*"((?:\s[-\w:]+="[^"]*")*)\s*/>')
+
+
+def _rounded_rects(svg: str) -> str:
+    """Qt's rounded rectangle (four corner curves joined by lines) as ``<rect rx ry>``: the box it draws."""
+    def one(match: re.Match) -> str:
+        rect = _rect_of(match.group(2))
+        if rect is None:
+            return match.group(0)
+        x, y, w, h, rx, ry = (_short(v) for v in rect)
+        attrs = re.sub(r'\sfill-rule="[^"]*"', "", match.group(1) + match.group(3))   # a rect has no inside-out
+        return f'<rect{attrs} x="{x}" y="{y}" width="{w}" height="{h}" rx="{rx}" ry="{ry}"/>'
+    return _ROUNDED.sub(one, svg)
+
+
+def _rect_of(d: str) -> tuple[float, ...] | None:
+    """(x, y, width, height, rx, ry) when ``d`` is exactly Qt's ``addRoundedRect`` path, else None."""
+    commands = re.findall(r"([MCLZ])([^MCLZ]*)", d)
+    if [c for c, _ in commands] != list("MCLCLCLCLZ"):
+        return None
+    try:
+        pts = [[float(v) for v in re.findall(r"-?[\d.]+(?:e-?\d+)?", args)] for _, args in commands]
+    except ValueError:
+        return None
+    if [len(p) for p in pts] != [2, 6, 2, 6, 2, 6, 2, 6, 2, 0]:
+        return None
+    (x, y0), c1, (x1, y), c2, (right, y1), c3, (x2, bottom), c4, (x3, y2), _ = pts
+    rx, ry = c1[4] - x, y0 - c1[5]
+    width, height = right - x, bottom - y
+    same = lambda a, b: abs(a - b) < 0.02                              # noqa: E731  (Qt's 2-decimal writes)
+    corners = (same(c1[4], x + rx) and same(c1[5], y) and same(c2[4], right) and same(c2[5], y + ry)
+               and same(c3[4], right - rx) and same(c3[5], bottom) and same(c4[4], x) and same(c4[5], bottom - ry))
+    lines = (same(x1, right - rx) and same(y1, bottom - ry) and same(x2, x + rx) and same(y2, y + ry)
+             and same(x3, x) and same(y0, y + ry))
+    if not (corners and lines and rx > 0 and ry > 0 and width > 0 and height > 0):
+        return None
+    return x, y, width, height, rx, ry
+
+
+def _short(value: float) -> str:
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+_GRADIENT = re.compile(r'<linearGradient\b([^>]*?)\sid="([^"]+)"([^>]*)>(.*?)</linearGradient>\n?', re.S)
+
+
+def _shared_gradients(svg: str) -> str:
+    """A gradient written again with the same stops (Qt writes one per painter state that holds it) is
+    dropped and its uses point at the first; stops lose ``stop-opacity="1"`` (the default) and keep 4 digits."""
+    seen: dict[str, str] = {}
+    renamed: dict[str, str] = {}
+
+    def one(match: re.Match) -> str:
+        attrs, ident, rest, stops = match.groups()
+        stops = re.sub(r'\sstop-opacity="1"', "", stops)
+        stops = re.sub(r'offset="([\d.]+)"', lambda m: f'offset="{float(m.group(1)):.4g}"', stops)
+        stops = "".join(line.strip() for line in stops.split("\n"))
+        key = attrs + rest + stops
+        if key in seen:
+            renamed[ident] = seen[key]
+            return ""
+        seen[key] = ident
+        return f'<linearGradient{attrs} id="{ident}"{rest}>{stops}</linearGradient>\n'
+    svg = _GRADIENT.sub(one, svg)
+    for old, new in renamed.items():
+        svg = svg.replace(f"url(#{old})", f"url(#{new})")
+    return svg
+
+
+def _unwrap_bare_groups(body: str) -> str:
+    """``<g>`` with no attributes left (a label's group once its unused paint is gone) changes nothing: its
+    children go to its parent."""
+    out: list[str] = []
+    bare: list[bool] = []               # for each open group: is it a bare one (dropped with its </g>)?
+    for line in body.split("\n"):
+        tag = line.strip()
+        if tag.startswith("<g") and tag.endswith(">") and not tag.endswith("/>"):
+            bare.append(tag == "<g>")
+            if tag == "<g>":
+                continue
+        elif tag == "</g>" and bare and bare.pop():
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
+_TRANSLATE = re.compile(r'\stransform="translate\(([-\d.e]+),([-\d.e]+)\)"')
+_LEAF = re.compile(r"<(text|rect|path|polyline|polygon)\b[^>]*(?:/>|>[^<]*</text>)$")
+
+
+def _fold_translations(svg: str) -> str:
+    """A group's ``translate(dx,dy)`` moved into its children's coordinates (Qt wraps every item drawn at an
+    offset in its own translated group): x/y of texts and rects, every point of paths (absolute M/L/C/Q/S/T
+    only), polylines and polygons. Groups painted with a gradient keep theirs (its user space moves with it)."""
+    lines = svg.split("\n")
+    k = 0
+    while k < len(lines):
+        tag = lines[k].strip()
+        move = _TRANSLATE.search(tag) if tag.startswith("<g") and not tag.endswith("/>") else None
+        if move is None or "url(" in tag:
+            k += 1
+            continue
+        end = k + 1
+        while end < len(lines) and _LEAF.match(lines[end].strip()):
+            end += 1
+        if end == k + 1 or end >= len(lines) or lines[end].strip() != "</g>":
+            k = end
+            continue
+        dx, dy = float(move.group(1)), float(move.group(2))
+        moved = [_shift(line, dx, dy) for line in lines[k + 1:end]]
+        if all(m is not None for m in moved):
+            lines[k + 1:end] = moved
+            lines[k] = _TRANSLATE.sub("", lines[k])
+        k = end
+    return "\n".join(lines)
+
+
+def _shift(line: str, dx: float, dy: float) -> str | None:
+    """``line`` (one leaf element) drawn dx, dy further; None when it holds coordinates it cannot move."""
+    if re.search(r'\s(?:transform|x1|x2|y1|y2|cx|cy)="', line):
+        return None
+    pair = lambda m: f"{_short(float(m.group(1)) + dx)},{_short(float(m.group(2)) + dy)}"     # noqa: E731
+    point = re.compile(_NUM + r"," + _NUM)
+
+    def path(m: re.Match) -> str:
+        return f' d="{point.sub(pair, m.group(1))}"'
+    if re.search(r'\sd="[^"]*[^MLCQSTZ\d\s,.e-][^"]*"', line):
+        return None                                             # relative, arc or H/V commands: leave it
+    line = re.sub(r'\sd="([^"]*)"', path, line)
+    line = re.sub(r'\spoints="([^"]*)"', lambda m: f' points="{point.sub(pair, m.group(1))}"', line)
+    line = re.sub(r'\sx="' + _NUM + '"', lambda m: f' x="{_short(float(m.group(1)) + dx)}"', line)
+    line = re.sub(r'\sy="' + _NUM + '"', lambda m: f' y="{_short(float(m.group(1)) + dy)}"', line)
+    return line
