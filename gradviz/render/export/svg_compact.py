@@ -38,8 +38,16 @@ _BETWEEN = re.compile(r'\s+(?=[A-Za-z_:][-\w:.]*=")')
 _EMPTY_GROUP = re.compile(r"<g(?:\s+[A-Za-z_:][-\w:.]*=\"[^\"]*\")*\s*>\s*</g>", re.S)
 
 
-def compact_svg(svg: str) -> str:
-    """``svg`` (Qt's writer) with repeated style attributes as CSS classes; unchanged if it has classes or styles."""
+def compact_svg(svg: str, fonts: tuple[str, ...] | None = None) -> str:
+    """``svg`` (Qt's writer) with repeated style attributes as CSS classes; unchanged if it has classes or styles.
+
+    ``fonts``: the families the texts were measured in, first the one the layout used (``metrics.
+    measured_families``). Qt's writer states gradviz's whole wish list as the family, and Qt's SVG renderer
+    takes a list as one unknown name and draws its default font (DejaVu Sans here, 14 % wider than the
+    Liberation Sans the boxes were sized with: a fold's long line ran past its box). So the class rule
+    names the measured family alone, which every reader applies, and a rule inside ``@media all``, which
+    browsers apply and Qt's CSS subset (no at-rules) skips, gives browsers the list led by that family and
+    its metric twins."""
     if " class=" in svg or "<style" in svg or "<svg" not in svg:
         return svg
     classes: dict[tuple, str] = {}
@@ -66,7 +74,13 @@ def compact_svg(svg: str) -> str:
     body = _merge_groups(_unwrap_bare_groups(re.sub(r"\n\s*\n+", "\n", body)))
     if not classes:
         return body
+    if fonts:
+        classes = {tuple(("font-family", fonts[0]) if k == "font-family" else (k, v) for k, v in pairs): cls
+                   for pairs, cls in classes.items()}
     rules = "".join(f".{cls}{{{';'.join(_rule(*pair) for pair in pairs)}}}" for pairs, cls in classes.items())
+    with_font = [cls for pairs, cls in classes.items() if any(k == "font-family" for k, _ in pairs)]
+    if fonts and with_font:
+        rules += f"@media all{{{','.join('.' + c for c in with_font)}{{font-family:{','.join(fonts)}}}}}"
     end = body.index(">", body.index("<svg")) + 1
     return f"{body[:end]}\n<style>{rules}</style>{body[end:]}"
 
