@@ -66,8 +66,9 @@ def compact_svg(svg: str, fonts: tuple[str, ...] | None = None) -> str:
 
     flat = _TAG.sub(lambda m: f"<{m.group(1)} {' '.join(m.group(2).split())}{m.group(3)}>".replace(" >", ">")
                     .replace(" /", "/"), _PLAIN_TEXT.sub(_plain_text, svg))   # one tag, one line
-    flat = _shared_gradients(_fold_translations(_rounded_rects(_translations(_text_groups(flat)))))
-    body = _TAG.sub(tag, _drop_group_fonts(flat))
+    flat = _drop_defaults(_shared_gradients(_fold_translations(_rounded_rects(_translations(_text_groups(
+        _drop_group_fonts(flat)))))))
+    body = _TAG.sub(tag, flat)
     previous = None
     while previous != body:
         previous, body = body, _EMPTY_GROUP.sub("", body)
@@ -85,11 +86,12 @@ def compact_svg(svg: str, fonts: tuple[str, ...] | None = None) -> str:
     return f"{body[:end]}\n<style>{rules}</style>{body[end:]}"
 
 
-_FAMILIES = (("font-family", "font-size", "font-weight", "font-style"), ("stroke-linecap", "stroke-linejoin"))
+_FAMILIES = (("font-family", "font-size", "font-weight", "font-style"), ("stroke-linecap", "stroke-linejoin"),
+             ("fill", "fill-opacity", "fill-rule"))
 
 
 def _families(found: list[tuple[str, str]]) -> list[tuple[tuple[str, str], ...]]:
-    """An element's style pairs split into fonts, line ends and the rest (paint): few distinct values each."""
+    """An element's style pairs split into fonts, line ends, fill and the rest (stroke): few distinct values each."""
     groups = [tuple(p for p in found if p[0] in family) for family in _FAMILIES]
     groups.append(tuple(p for p in found if not any(p[0] in family for family in _FAMILIES)))
     return [g for g in groups if g]
@@ -337,3 +339,37 @@ def _shift(line: str, dx: float, dy: float) -> str | None:
     line = re.sub(r'\sx="' + _NUM + '"', lambda m: f' x="{_short(float(m.group(1)) + dx)}"', line)
     line = re.sub(r'\sy="' + _NUM + '"', lambda m: f' y="{_short(float(m.group(1)) + dy)}"', line)
     return line
+
+
+# inherited properties and the initial value SVG gives each (None: depends on the reader, never dropped
+# unless an enclosing group states the same value)
+_INHERITED = {"fill-opacity": "1", "stroke-opacity": "1", "font-style": "normal", "font-weight": "400",
+              "stroke-dashoffset": "0", "fill-rule": "nonzero", "stroke-width": "1", "stroke-linecap": "butt",
+              "stroke-linejoin": "miter", "stroke-dasharray": "none", "stroke": "none", "fill": None,
+              "font-family": None, "font-size": None}
+_INHERITED_ATTR = re.compile(r'\s(' + "|".join(_INHERITED) + r')="([^"]*)"')
+
+
+def _drop_defaults(svg: str) -> str:
+    """Attributes of inherited properties stating the value the element inherits anyway: the nearest enclosing
+    group's, or the initial value where no group sets it (Qt restates every property on every group)."""
+    lines = svg.split("\n")
+    stack: list[dict[str, str]] = []        # what each open group sets
+    for k, line in enumerate(lines):
+        tag = line.strip()
+        if tag.startswith("</g"):
+            if stack:
+                stack.pop()
+            continue
+        if not tag.startswith("<") or tag.startswith(("<?", "<!", "</", "<svg", "<stop", "<linearGradient")):
+            continue
+        found = dict(_INHERITED_ATTR.findall(tag))
+
+        def keep(m: re.Match) -> str:
+            name, value = m.group(1), m.group(2)
+            inherited = next((group[name] for group in reversed(stack) if name in group), _INHERITED[name])
+            return "" if value == inherited else m.group(0)
+        lines[k] = _INHERITED_ATTR.sub(keep, line)
+        if tag.startswith("<g") and not tag.endswith("/>"):
+            stack.append(found)
+    return "\n".join(lines)
