@@ -1,23 +1,26 @@
-"""The same SVG in fewer bytes, for notebooks: Qt's SVG writer repeats every style on every element.
+"""The same SVG in fewer bytes, for notebooks: Qt's SVG writer restates every style on every element.
 
-``QSvgGenerator`` writes each painter state as a ``<g>`` and each text with its full font again
-(``font-family="Inter,Segoe UI,Helvetica Neue,..." font-size="11" font-weight="400" ...``): two thirds
-of a drawing's bytes. ``compact_svg`` rewrites it without changing what any element draws:
+``QSvgGenerator`` writes each painter state as a ``<g>`` with every paint property again, and each text
+with its full font (``font-family="Inter,Segoe UI,Helvetica Neue,..." font-size="11" font-weight="400"``):
+three quarters of a drawing's bytes. ``compact_svg`` rewrites it without changing what any element draws
+(Qt's renderer draws both alike: tests/test_notebook.py):
 
-- each distinct value of the style attributes Qt repeats (font family, size, weight and style, line
-  caps and joins, opacities) becomes one CSS class (``.a``, ``.b`` ...) in a ``<style>`` block, and an
-  element carries the classes of its values: a class rule sets exactly that property on exactly that
-  element, as the attribute did (nothing is inherited that was not before);
-- coordinates are written to 0.01 of a pixel (Qt writes 4 to 6 digits: 68.8954), far below what a
-  screen or printer shows;
-- identity transforms (``matrix(1,0,0,1,0,0)``) and ``vector-effect="none"`` (the default; not inherited)
-  are dropped; ``xml:space="preserve"`` is dropped from texts that hold no whitespace it would keep;
-- a group's font attributes are dropped when every text inside it states its own (Qt's texts always
-  do; fonts draw nothing else); groups left with no children are dropped, a group closed and reopened with the same attributes is
-  one group; runs of blank lines are collapsed.
+- each element's style values become classes in one ``<style>`` block, one class per family of values
+  (font, line ends, fill, stroke: few distinct values each); a class rule sets exactly those properties on
+  exactly that element, as the attributes did;
+- an inherited property stating the value the element inherits anyway (its nearest group's, or SVG's
+  initial value where no group sets it) is dropped; a label's group loses the paint its texts all state
+  themselves (Qt opens one group per label), and a group left with no attributes gives its children to
+  its parent;
+- ``matrix(1,0,0,1,dx,dy)`` groups have the offset moved into their children's coordinates; Qt's
+  rounded-rectangle paths become ``<rect rx ry>``; a gradient written again with the same stops is
+  shared; coordinates are written to 0.01 of a pixel (Qt writes 4 to 6 digits), far below what a screen
+  or printer shows; identity transforms and ``vector-effect="none"`` are dropped; ``xml:space`` is
+  dropped from texts holding no whitespace it would keep; groups closed and reopened alike are one.
+- ``fonts`` (see ``compact_svg``) names the family the boxes were measured in.
 
 The notebook stores this once per output (``gradviz/notebook.py``); ``gradviz export x.svg`` keeps
-Qt's plain attributes (some SVG readers, Qt's own among them, ignore CSS classes).
+Qt's plain attributes.
 """
 from __future__ import annotations
 
