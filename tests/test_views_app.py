@@ -43,7 +43,13 @@ def test_attribution_panel_follows_the_documents(qtbot, window, attr):
     assert_close_to_magnitude(result.inputs[0].attribution, _oracle_saliency(MLP), 1e-5)
     assert window.document.parts["attribution"] is result
     assert attr.figure.height() > 200 and attr.example.maximum() == 63
-    assert "eval mode" in attr.status.text() and "not trained here" in attr.status.text()
+    assert "eval mode" in attr.status.text() and "step 0's weights" in attr.status.text()
+    assert "training is at step" not in attr.status.text()
+    # after training, the panel names the step its weights are from, and the one training is at (#27)
+    window.document.model_step = 12
+    attr.show_result(result)
+    assert "step 0's weights" in attr.status.text() and "training is at step 12: not its weights" in attr.status.text()
+    window.document.model_step = None
     # tooltips name what is under the pointer: the 8x8 map of the 64 features
     attr.figure.repaint()
     assert any(h.text.startswith("feature") for h in attr.figure.hits)
