@@ -163,8 +163,9 @@ def main() -> int:
             print(f"  trace only (no window, worker thread) {r['trace_only']:.2f} s")
             print(f"  open (trace+group+layout+paint) {r['open']:.2f} s   = {r['open'] / r['trace_only']:.2f}x trace-only"
                   + (f"   goal <= {goal:.0f} s: {'ok' if r['open'] <= goal else 'MISSED'}" if goal else ""))
-            print(f"    in the worker: load {r['load']:.2f} s, trace {r['trace']:.2f} s, "
-                  f"group {r['collapse']:.3f} s, layout {r['layout']:.3f} s; {r['view_nodes']} boxes shown")
+            sec = lambda v, digits=2: "—" if v is None else f"{v:.{digits}f}"  # noqa: E731 (a timing the window did not report)
+            print(f"    in the worker: load {sec(r['load'])} s, trace {sec(r['trace'])} s, "
+                  f"group {sec(r['collapse'], 3)} s, layout {sec(r['layout'], 3)} s; {r['view_nodes']} boxes shown")
             print(f"    window overhead beyond trace-only: {r['open'] - r['trace_only']:.2f} s")
             print(f"  expand all -> {r['expanded_nodes']:,} items (group + layout + paint) {r['expand']:.2f} s")
             print(f"  frames (repaint after scroll/zoom): median {ms(r['frame_median'])}, p95 {ms(r['frame_p95'])}, "

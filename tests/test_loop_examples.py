@@ -56,3 +56,16 @@ def test_word_language_model_without_repackage_hidden_is_graph_reused(tmp_path, 
     assert reused["data"]["carried"]["module"] == "RNNModel" and reused["data"]["carried"]["argument"] == 2
     assert reused["location"] == f"{broken}:{source[:source.index(DETACH)].count(chr(10)) + 1}"
     assert "loop-exception" in codes and info["ranks"][0]["steps"] == 1
+
+
+def test_a_loop_without_an_optimizer_is_told_it_was_not_recorded(tmp_path, capsys):
+    """pytorch/examples regression (tests/examples/regression/SOURCE.md) steps its parameters by hand:
+    `gradviz run` finds no optimizer to follow, and says so in one line with the way to record it,
+    exiting 1 — an unrecorded run is never passed off as a healthy one ("findings: none", exit 0)."""
+    script = Path(__file__).parent / "examples" / "regression" / "main.py"
+    assert "param.data.add_" in script.read_text() and "optim" not in script.read_text()
+    status = main(["run", "-o", str(tmp_path / "reg.gvrun"), str(script)])
+    err = capsys.readouterr().err
+    assert status == 1
+    (line,) = [ln for ln in err.splitlines() if ln.startswith("gradviz run: no torch.optim optimizer")]
+    assert "backward pass(es) ran" in line and "gradviz.watch(model)" in line

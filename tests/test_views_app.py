@@ -43,7 +43,13 @@ def test_attribution_panel_follows_the_documents(qtbot, window, attr):
     assert_close_to_magnitude(result.inputs[0].attribution, _oracle_saliency(MLP), 1e-5)
     assert window.document.parts["attribution"] is result
     assert attr.figure.height() > 200 and attr.example.maximum() == 63
-    assert "eval mode" in attr.status.text() and "not trained here" in attr.status.text()
+    assert "eval mode" in attr.status.text() and "step 0's weights" in attr.status.text()
+    assert "training is at step" not in attr.status.text()
+    # after training, the panel names the step its weights are from, and the one training is at (#27)
+    window.document.model_step = 12
+    attr.show_result(result)
+    assert "step 0's weights" in attr.status.text() and "training is at step 12: not its weights" in attr.status.text()
+    window.document.model_step = None
     # tooltips name what is under the pointer: the 8x8 map of the 64 features
     attr.figure.repaint()
     assert any(h.text.startswith("feature") for h in attr.figure.hits)
@@ -213,6 +219,7 @@ def test_cut_branches_in_the_window(qtbot, window):
 
 def test_compare_panel(qtbot, window, tmp_path):
     from gradviz.app import compare
+    from gradviz.core.record.compare_view import scale_range
     from test_compare import record
 
     before, after = record(tmp_path / "before.gvrun", detach=True), record(tmp_path / "after.gvrun")
@@ -226,10 +233,15 @@ def test_compare_panel(qtbot, window, tmp_path):
     assert panel.params_table.item(0, 4).text() == "appeared"
     assert "matched by module, op and order" in panel.status.text()
     ratio = panel.scenes["ratio"]
-    assert ratio.color_scale().cmap is not None and ratio.color_scale().hi == panel.result.views.limit
+    # the ratios' own colour map, from ÷limit to ×limit, its two ends kept for vanished and appeared gradients
+    assert ratio.color_scale().cmap is not None
+    assert (ratio.color_scale().lo, ratio.color_scale().hi) == scale_range(panel.result.views.limit)
+    assert ratio.color_scale().hi > panel.result.views.limit
     i = ratio.index["param:encoder.0.weight"]
     red = ratio.fill_colors[i]
-    assert red.red() > 150 and red.blue() < 100               # appeared: the red end
+    assert red.red() > 3 * max(red.green(), red.blue())       # appeared: the scale's red end (its own, dark colour)
+    grown = [ratio.fill_colors[ratio.index[n]] for n in ratio.index if n.startswith("param:")]
+    assert sum(c == red for c in grown) <= 4                  # the four parameters that appeared, no finite ratio
     assert panel.scenes["a"].color_scale().lo == panel.scenes["b"].color_scale().lo    # one range
     shown = panel.select("encoder.0.weight")
     assert shown and panel.scenes["b"].node_item(shown).isSelected()

@@ -86,6 +86,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("findings: none", file=out)
     out.flush()
+    if error is None and not recorder.loop_models():
+        # nothing was recorded, which is not a healthy run: say why and what would record it
+        backwards = recorder.doctor.backwards_seen
+        say("gradviz run: no torch.optim optimizer stepped, so no step was recorded"
+            + (f" ({backwards} backward pass(es) ran: a loop that updates its parameters itself, e.g."
+               " p.data.add_(...), is recorded with gradviz.watch(model) and w.step(loss) after each backward)"
+               if backwards else " (no backward pass ran either)"))
+        return 1
     if error is not None:
         where = recorder.doctor.findings()
         loc = next((f.location for f in where if f.code == "loop-exception" and f.location), None)

@@ -28,7 +28,7 @@ METHODS = (("Integrated gradients", "ig"), ("Saliency |∂f/∂x|", "saliency"),
 TARGETS = ("loss", "label", "pred")
 IDLE_TEXT = ("Which inputs the loss (or one output) depends on, for the script's batch. "
              "Integer inputs (token ids) are attributed through their embedding.")
-WEIGHTS_NOTE = "weights as the script builds them (seed 0), not trained here"
+WEIGHTS_NOTE = "step 0's weights, the script's freshly built model (seed 0)"
 
 
 def attribution_job(path: str, method: str, target: str, steps: int, baseline, step: int):
@@ -195,7 +195,7 @@ class AttributionPanel(QWidget):
             self.status.setText(IDLE_TEXT)
             return
         self.example.setRange(0, max(n_examples(result) - 1, 0))
-        self.status.setText(summary(result))
+        self.status.setText(summary(result, self.doc.model_step if self.doc is not None else 0))
         self._redraw()
 
     def _redraw(self) -> None:
@@ -203,9 +203,12 @@ class AttributionPanel(QWidget):
             self.figure.show_result(self.result, None if self.whole_batch.isChecked() else self.example.value())
 
 
-def summary(result) -> str:
+def summary(result, trained: int | None = 0) -> str:
+    """What the figure shows and from which weights: the script's model as built (step 0's), with the
+    step training is at when that is later (the gradcheck panel says it the same way)."""
+    weights = WEIGHTS_NOTE + (f" (training is at step {trained:,}: not its weights)" if trained else "")
     parts = [f"batch({result.step}), {result.passes} pass{'es' if result.passes != 1 else ''} in "
-             f"{result.seconds:.2f} s, model in eval mode, {WEIGHTS_NOTE}."]
+             f"{result.seconds:.2f} s, model in eval mode, {weights}."]
     c = result.completeness
     if c is not None:
         verdict = "holds" if c.ok else "FAILS — raise Steps"

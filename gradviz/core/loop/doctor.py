@@ -117,6 +117,11 @@ class LoopDoctor:
             self._module_names.setdefault(id(m), (prefix + name) or type(m).__name__)
 
     @property
+    def backwards_seen(self) -> int:
+        """How many backward passes the doctor saw (all steps, checked or not)."""
+        return self._total_backwards
+
+    @property
     def iteration(self) -> int:
         return min(self._opt_steps.values()) if self._opt_steps else 0
 
