@@ -111,10 +111,9 @@ REAL_MODELS = ["gpt2", "resnet", "bert", "t5", "llama", "vit", "convnext", "whis
 @pytest.mark.parametrize("name", REAL_MODELS)
 def test_real_models_find_the_runs_capture_finds(name):
     """The nine library models of tests/test_auto_view.py (issue #30), traced from their loss alone: the same
-    runs as a watched forward finds, and (but T5) the same folds in the automatic view. T5's first block
-    owns the relative attention bias and is no repeat, so the steps of block 1's first RMSNorm before its
-    weight (pow, mean, rsqrt) are no repeat's last step and sit loose in ``encoder.block``; opening it then
-    goes over the budget and the view keeps the stacks closed."""
+    runs as a watched forward finds, and the same folds in the automatic view. T5's first block owns the
+    relative attention bias and is no repeat: it ends as the repeats do (the RMSNorm steps before block 1's
+    weight read), else those steps sat loose in ``encoder.block`` and kept both stacks closed."""
     pytest.importorskip("transformers")
     from test_auto_view import EXPECTED
 
@@ -122,8 +121,7 @@ def test_real_models_find_the_runs_capture_finds(name):
     model, loss_of = EXPECTED[name][0]()
     watched, guessed = traced_both(model, loss_of)
     assert find_repeats(guessed) == find_repeats(watched) != []
-    if name != "t5":
-        assert fold_labels(guessed) == fold_labels(watched)
+    assert fold_labels(guessed) == fold_labels(watched)
 
 
 def test_the_sample_gpt_folds_its_blocks_and_not_its_parallel_projections():

@@ -21,7 +21,9 @@ module's parameter-reading ops bound an interval of forward time, its submodules
   one when the ops just before the first repeat are the same (BERT's layers begin with the query's
   reshape of the previous output; nn.Transformer's with attention's input transpose, which its first
   layer, reading the grad-free input, lacks, as with capture); the last repeat keeps no more than the
-  gaps end with (after BERT's last layer comes the pooler's first step).
+  gaps end with (after BERT's last layer comes the pooler's first step). A different first member of
+  the run's type just before it (T5's first block owns the relative attention bias) ends as the
+  repeats do, when the ops after it repeat that ending and come from it alone.
 - After the whole model's interval nothing bounds the last child: the loss is not part of it. There an
   op joins the last block of a run only as the same step its previous sibling ended with (by op name),
   so the last block of a stack ends as the others do and the loss stays outside.
@@ -143,6 +145,7 @@ class _Spans:
         self.starts = {p: [self.lo[k] for k in kids] for p, kids in self.children.items()}
         self.key: dict[str, tuple] = {}
         self.repeated: set[str] = set()
+        self.types: dict[str, str] = {}
 
     def find_repeats(self, g: nx.DiGraph, module_types: dict[str, str]) -> None:
         """Siblings of one type with the same parameter names and shapes: blocks that repeat."""
@@ -161,6 +164,7 @@ class _Spans:
                 self.key[path] = (parent, module_types.get(path, ""), tuple(sorted(shapes.get(path, []))))
                 count[self.key[path]] = count.get(self.key[path], 0) + 1
         self.repeated = {p for p, k in self.key.items() if count[k] > 1}
+        self.types = {p: k[1] for p, k in self.key.items()}
 
     def holds(self, path: str, s: int) -> bool:
         return self.lo[path] <= s <= self.hi[path]
@@ -262,6 +266,33 @@ def _split_gaps(run: list[str], placed: dict, start: dict, tail_ops: dict, seque
             break
     for n in last[ends:]:           # after the last repeat, beyond how the others end: not its own
         placed[n] = start[n]
+    if not head:
+        _end_first_member(run, gap[:ends], placed, sequence, spans, g, names)
+
+
+def _end_first_member(run: list[str], ending: list[str], placed: dict, sequence: tuple, spans: _Spans,
+                      g: nx.DiGraph, names) -> None:
+    """A different first member before the run (same type, other parameters: T5's first block owns the
+    relative attention bias) ends as the repeats do: the ops after it that repeat the run's ending and
+    come from it alone are its own, not loose in the parent (where they would keep the stack closed)."""
+    parent = _parent(run[0])
+    kids = spans.children.get(parent, [])
+    i = kids.index(run[0])
+    if not ending or i == 0 or spans.types.get(kids[i - 1]) != spans.types.get(run[0]):
+        return
+    first = kids[i - 1]
+    in_order, numbers = sequence
+    window = in_order[bisect.bisect_right(numbers, spans.hi[first]):bisect.bisect_left(numbers, spans.lo[run[0]])]
+    ops = [n for n in window if placed[n] == parent][:len(ending)]
+    if names(ops) != names(ending):
+        return
+    mine = set()
+    for n in ops:
+        if not all(_within(placed.get(p) or "", first) or p in mine for p in g.predecessors(n) if p in placed):
+            return
+        mine.add(n)
+    for n in ops:
+        placed[n] = first
 
 
 def _split_heads(run: list[str], head: int, gap: list[str], placed: dict, tail_ops: dict, sequence: tuple,
