@@ -174,6 +174,17 @@ class LoopDoctor:
             run()
             return
         it = self.iteration
+        if not (self._due(it) or self._reuse_candidate or self._grad_snap or self._fwd_handle is not None
+                or (it % self.every == 1)):
+            # an unchecked iteration (``gradviz run`` sees every backward, for the loss): count it and
+            # keep the loss, nothing else -- the per-backward lists are read on checked steps only
+            self._backwards += 1
+            self._total_backwards += 1
+            if root.numel() == 1:
+                loss = root.detach()
+                self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
+            run()
+            return
         self._forward_hook(False)
         self._backwards += 1
         self._total_backwards += 1
@@ -216,10 +227,12 @@ class LoopDoctor:
         self._check_lr(optimizer, step)
         if self._stale:
             self._confirm_not_cleared(optimizer)
-        for group in optimizer.param_groups:        # every step: a frozen parameter is found the step it moves
-            for p in group["params"]:
-                if not p.requires_grad and p.grad is not None:
-                    self._frozen_before[id(p)] = (p, p.detach().clone())
+        # every step, so that a frozen parameter is found the step it first moves: one attribute read per
+        # parameter (a frozen one with a .grad is copied; none in a healthy loop)
+        frozen = [p for group in optimizer.param_groups for p in group["params"]
+                  if not p.requires_grad and p.grad is not None]
+        for p in frozen:
+            self._frozen_before[id(p)] = (p, p.detach().clone())
         if not self._due(step):
             return
         if step >= 1:
