@@ -199,11 +199,16 @@ class LoopDoctor:
         if self._grad_snap:
             self._check_cleared(it)
         walk = None
-        if self._due(it) or self._reuse_candidate:
+        if self._due(it) or self._due(it - 1) or self._reuse_candidate:
+            # the checked iteration tags its graph; the one after walks its own to the first tagged node,
+            # so a graph carried from the checked step is found before its backward runs
             walk = graph_marks.tag_graph(fn, it)
-            self._walked = True
+            # the module inputs of the next forward are looked at (to name the carrier and its line)
+            # only after the first iterations, or once a carried graph is suspected: a global forward
+            # hook on every module of a steady-state step cost more than the rest of the doctor
             if walk.old:
                 self._reused_in_backward(walk, it, crashed=False)
+            self._walked = it < ALWAYS_CHECKED or self._reuse_candidate
         try:
             run()
         except BaseException:
@@ -327,10 +332,13 @@ class LoopDoctor:
         carried = self._reuse or {"module": None, "location": None,
                                   "node": type(old).__name__, "consumer": type(consumer).__name__ if consumer else None}
         self._report_reuse(carried, it, tag, crashed)
+        if self._reuse is None:
+            self._reuse_candidate = True      # the next forward is looked at: which module's input carries it
 
     def _report_reuse(self, carried: dict, it: int, tag: int, crashed: bool) -> None:
-        if "graph-reused" in self._found and not crashed:
-            return
+        prev = self._found.get("graph-reused")
+        if prev is not None and not crashed and (prev.data["carried"].get("module") or not carried.get("module")):
+            return            # (found by a backward walk first: the forward hook's module and line replace it)
         what = (f"argument {carried.get('argument')} of `{carried['module']}`" if carried.get("module")
                 else f"a tensor made by {carried.get('node')} (consumed by {carried.get('consumer')})")
         tail = (": torch then raised 'Trying to backward through the graph a second time'" if crashed else
