@@ -72,8 +72,10 @@ def _weakly(owner: Any, method: str, fallback: Callable | None = None) -> Callab
 
 
 class LoopDoctor:
-    def __init__(self, every: int = 10, on_change: Callable[[], Any] | None = None) -> None:
+    def __init__(self, every: int = 10, on_change: Callable[[], Any] | None = None, keep_loss: bool = False) -> None:
         self.every = max(1, int(every or 10))
+        # ``gradviz run`` takes each step's loss from here (``take_loss``); ``watch`` is given it by w.step
+        self.keep_loss = keep_loss
         self.on_change = on_change
         self.closed = False
         self._found: dict[str, Finding] = {}
@@ -98,6 +100,9 @@ class LoopDoctor:
         self._reuse_candidate = False
         self._walked = False                           # this iteration's backward tagged its graph
         self._fwd_handle = None
+        self._outside: list[weakref.ref] = []          # the models' parameters no optimizer holds (cached)
+        self._outside_key: Any = None
+        self._outside_checks = 0
         self._memory: list[tuple[int, float]] = []
         # torch's global hooks and warnings.showwarning hold the doctor weakly: a watch dropped without
         # close() takes its doctor with it, never leaving hooks that watch every later optimizer
@@ -180,7 +185,7 @@ class LoopDoctor:
             # keep the loss, nothing else -- the per-backward lists are read on checked steps only
             self._backwards += 1
             self._total_backwards += 1
-            if root.numel() == 1:
+            if self.keep_loss and root.numel() == 1:
                 loss = root.detach()
                 self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
             run()
@@ -189,7 +194,7 @@ class LoopDoctor:
         self._backwards += 1
         self._total_backwards += 1
         fn = root.grad_fn
-        if root.numel() == 1:
+        if self.keep_loss and root.numel() == 1:
             loss = root.detach()
             self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
         self._scaled.append(type(fn).__name__.startswith(("DivBackward", "MulBackward")))
@@ -424,18 +429,28 @@ class LoopDoctor:
             "the optimizer holds them with a stale .grad", step=first, params=params,
             data={"update_ratio": moved}))
 
+    def _outside_optimizers(self) -> list[weakref.ref]:
+        """The models' parameters that no optimizer holds, recomputed when an optimizer's parameters or the
+        models change, and every 10th check (a module added to a model later): walking every parameter of
+        every model on each checked step cost more than all the doctor's other checks together."""
+        optimizers = self.optimizers
+        key = (tuple((id(o), sum(len(g["params"]) for g in o.param_groups)) for o in optimizers), len(self._models))
+        self._outside_checks += 1
+        if key != self._outside_key or self._outside_checks % 10 == 0:
+            held = {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
+            self._outside = [weakref.ref(p) for ref in self._models if ref() is not None
+                             for p in ref().parameters() if id(p) not in held]
+            self._outside_key = key
+        return self._outside
+
     def _check_not_in_optimizer(self, step: int) -> None:
         if "not-in-optimizer" in self._found:
             return
-        held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
         missing = []
-        for ref in self._models:
-            model = ref()
-            if model is None:
-                continue
-            for p in model.parameters():
-                if p.requires_grad and p.grad is not None and id(p) not in held:
-                    missing.append(self._name(p))
+        for ref in self._outside_optimizers():
+            p = ref()
+            if p is not None and p.requires_grad and p.grad is not None:
+                missing.append(self._name(p))
         if missing:
             self._add(loop_finding(
                 "not-in-optimizer", f"{len(missing)} parameter(s) get gradients but no optimizer updates them "
