@@ -49,8 +49,17 @@ from gradviz.core.record.script_recorder import ScriptRecorder  # noqa: E402
 WARM = 100
 
 
+MODEL = {"name": "tiny"}
+
+
 def make():
     torch.manual_seed(0)
+    if MODEL["name"] == "digits":      # bench_record.py's MLP: samples/mlp_digits.py, its data and its Adam
+        from gradviz.core.script.load import load_script
+        mlp = MODEL.get("script") or MODEL.setdefault("script", load_script(ROOT / "samples" / "mlp_digits.py"))
+        model = mlp.new_model()
+        batches = [(inputs[0], targets) for inputs, targets in (mlp.get_batch(i) for i in range(16))]
+        return model, mlp.make_optimizer(model.parameters()), batches
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(), nn.Linear(64, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     g = torch.Generator().manual_seed(1)
@@ -97,7 +106,10 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--block", type=int, default=60)
     ap.add_argument("--clock", choices=["cpu", "wall"], default="cpu")
+    ap.add_argument("--model", choices=["tiny", "digits"], default="tiny",
+                    help="tiny: a 0.4 ms MLP on random data; digits: bench_record.py's digits MLP (the watch budget's)")
     a = ap.parse_args(argv)
+    MODEL["name"] = a.model
     clock = time.thread_time if a.clock == "cpu" else time.perf_counter
     variants = ["plain", "run", "watch", "watch-noloop"]
     times = {v: [] for v in variants}
@@ -109,7 +121,7 @@ def main(argv=None) -> int:
             for v in order:
                 times[v].append(block(v, a.block, tmp, r, clock))
     plain = times["plain"]
-    print(f"torch {torch.__version__}, {a.rounds} rounds x {a.block} steps, clock {a.clock}; plain step "
+    print(f"torch {torch.__version__}, model {a.model}, {a.rounds} rounds x {a.block} steps, clock {a.clock}; plain step "
           f"{1e3 * statistics.median(plain) / a.block:.3f} ms")
     for v in variants[1:]:
         ratios = sorted(t / p for t, p in zip(times[v], plain))
