@@ -7,8 +7,15 @@ What it hooks, and when (``every``: the steps it checks; the first three are alw
   smallest step count over the optimizers seen, so a GAN's D and G steps are one iteration;
 * every backward, as an owner of the backward tap (``record.tap`` calls ``sampled_backward``: the
   doctor never imports it) -- the loss is the root of each backward;
-* on the iteration after a checked one, a global module forward pre-hook
-  (``register_module_forward_pre_hook``) that looks at each module's inputs.
+* on the iteration after one of the first checked ones (or once a carried graph is suspected), a global
+  module forward pre-hook (``register_module_forward_pre_hook``) that looks at each module's inputs; in
+  steady state the iteration after a checked one walks its own backward to the first tagged node instead
+  (one walk of the graph costs less than a hook on every module call).
+
+What it costs (#26, ``benchmarks/bench_run_overhead.py``): nothing but the two optimizer hooks on an
+unchecked step of ``watch`` (a few attribute reads; the frozen-parameter scan is one read of
+``requires_grad`` per parameter), and for ``gradviz run`` also the tap's fast path (count the backward,
+keep its loss); the checks run on the checked step and the one after.
 
 The mechanisms: ``grad-not-cleared`` -- after a checked step each parameter's ``.grad`` is kept as a
 weak reference with its version counter; at the next iteration's first backward, the same tensor at
