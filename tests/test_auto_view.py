@@ -23,7 +23,7 @@ from gradviz.core.layout.box_facts import count_text
 from gradviz.core.layout.grouping import collapse, expanded_to_depth, visible_count
 from gradviz.core.runtime.formatting import byte_size, number
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402  (a test dependency: never skipped, tests/test_honest_skips.py)
 
 
 def ids(vocab=96, shape=(2, 12)):

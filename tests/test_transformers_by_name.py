@@ -16,7 +16,7 @@ from contextlib import redirect_stderr, redirect_stdout
 import pytest
 import torch
 
-transformers = pytest.importorskip("transformers")
+import transformers  # noqa: E402  (a test dependency: never skipped, tests/test_honest_skips.py)
 
 from gradviz.cli.main import main  # noqa: E402
 from gradviz.core.runtime.errors import ScriptError  # noqa: E402

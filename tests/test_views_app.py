@@ -213,6 +213,7 @@ def test_cut_branches_in_the_window(qtbot, window):
 
 def test_compare_panel(qtbot, window, tmp_path):
     from gradviz.app import compare
+    from gradviz.core.record.compare_view import scale_range
     from test_compare import record
 
     before, after = record(tmp_path / "before.gvrun", detach=True), record(tmp_path / "after.gvrun")
@@ -226,10 +227,15 @@ def test_compare_panel(qtbot, window, tmp_path):
     assert panel.params_table.item(0, 4).text() == "appeared"
     assert "matched by module, op and order" in panel.status.text()
     ratio = panel.scenes["ratio"]
-    assert ratio.color_scale().cmap is not None and ratio.color_scale().hi == panel.result.views.limit
+    # the ratios' own colour map, from ÷limit to ×limit, its two ends kept for vanished and appeared gradients
+    assert ratio.color_scale().cmap is not None
+    assert (ratio.color_scale().lo, ratio.color_scale().hi) == scale_range(panel.result.views.limit)
+    assert ratio.color_scale().hi > panel.result.views.limit
     i = ratio.index["param:encoder.0.weight"]
     red = ratio.fill_colors[i]
-    assert red.red() > 150 and red.blue() < 100               # appeared: the red end
+    assert red.red() > 3 * max(red.green(), red.blue())       # appeared: the scale's red end (its own, dark colour)
+    grown = [ratio.fill_colors[ratio.index[n]] for n in ratio.index if n.startswith("param:")]
+    assert sum(c == red for c in grown) <= 4                  # the four parameters that appeared, no finite ratio
     assert panel.scenes["a"].color_scale().lo == panel.scenes["b"].color_scale().lo    # one range
     shown = panel.select("encoder.0.weight")
     assert shown and panel.scenes["b"].node_item(shown).isSelected()

@@ -134,12 +134,15 @@ class TrainingPanel(WorkerSignals, QWidget):
         self.loss_label = QLabel("loss —")
         self.acc_label = QLabel("")
         self.rate_label = QLabel("")
-        live = QHBoxLayout()
+        live = QGridLayout()
         for lab in (self.step_label, self.loss_label, self.acc_label, self.rate_label):
-            # the texts change every step: wrapped, they never widen the dock (and move the graph)
-            lab.setWordWrap(True)
-            lab.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
-            live.addWidget(lab, 2 if lab is self.loss_label else 1)     # (they share the row: no stretch)
+            # the texts change every step: of Ignored width they never widen the dock (and move the graph);
+            # one line each, never wrapped (a wrapped label's height is not the dock's: it was cut off)
+            lab.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Minimum)
+        live.addWidget(self.step_label, 0, 0)
+        live.addWidget(self.acc_label, 0, 1)
+        live.addWidget(self.rate_label, 0, 2)
+        live.addWidget(self.loss_label, 1, 0, 1, 3)      # "loss 5.917e-05 (step 7,096)": the long one
 
         self.settings_toggle = QToolButton()
         self.settings_toggle.setCheckable(True)

@@ -127,13 +127,21 @@ def prepare(script: ModelScript, options: TraceOptions, model: nn.Module | None 
     try:
         return _prepare(script, options, model)
     except ScriptError as exc:
-        if exc.code != "forward-error" or not options.input_grads or options.meta:
+        if exc.code != "forward-error" or not options.input_grads or options.meta or not _from_input_grads(exc):
             raise
         torch.set_rng_state(rng)
         try:
             return _prepare(script, replace(options, input_grads=False), model)
         except ScriptError:
-            raise exc from None
+            raise exc from exc.__cause__      # the first failure, with its own cause (what the user's code raised)
+
+
+def _from_input_grads(exc: ScriptError) -> bool:
+    """Whether a forward's failure can come from inputs that require grad: torch refusing ``requires_grad``
+    on a tensor made from them (a non-leaf). Anything else (the script's own error, sys.exit, Ctrl-C) is
+    not run a second time: the user's code runs once per trace."""
+    cause = exc.__cause__ or exc.__context__
+    return isinstance(cause, RuntimeError) and "requires_grad" in str(cause)
 
 
 def _prepare(script: ModelScript, options: TraceOptions, model: nn.Module | None = None) -> Prepared:

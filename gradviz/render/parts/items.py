@@ -20,7 +20,8 @@ from gradviz.render.primitives.tiles import boxes_array, kd_chunks, union_rect
 SIMPLE_LOD = 0.3        # below: nodes are plain filled rectangles, edges hairlines without arrows
 TEXT_LOD = 0.45         # below: no node text (12 px text would be < 5.5 px tall)
 EDGE_LABEL_LOD = 0.7    # below: no tensor-shape labels on edges
-GROUP_TEXT_LOD = 0.6    # below: module box names at a fixed 11 screen px (the first view calls 0.6 legible)
+GROUP_TEXT_LOD = 0.5    # below: module box names at a fixed 11 screen px (the first view calls 0.5 legible:
+                        # app/first_view.LEGIBLE_SCALE; between the two the names covered the boxes)
 
 NODES_PER_BATCH = 128   # at most: k-d chunks hold 64-128 boxes
 _SELECTED_CHANGED = QGraphicsItem.ItemSelectedHasChanged

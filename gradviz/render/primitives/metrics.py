@@ -11,7 +11,7 @@ import threading
 from functools import lru_cache
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QFont, QFontMetricsF
+from PySide6.QtGui import QFont, QFontInfo, QFontMetricsF
 
 from gradviz.render.primitives.qtcompat import ensure_app
 
@@ -46,6 +46,21 @@ def metrics(px: int, weight: int = 400) -> QFontMetricsF:
 def text_width(text: str, px: int, weight: int = 400) -> float:
     """Advance width of ``text``; the float is the same in every thread, so the cache is shared."""
     return metrics(px, weight).horizontalAdvance(text)
+
+
+# families drawn with the same advance widths (metric-compatible clones): a text measured in one of them
+# keeps its width in any other
+METRIC_TWINS = (("Liberation Sans", "Arial", "Helvetica", "Arimo", "Nimbus Sans"),)
+
+
+def measured_families() -> tuple[str, ...]:
+    """The family text is measured in on this machine (what Qt resolved ``FONT_FAMILIES`` to), then its
+    metric twins, then the rest of ``FONT_FAMILIES``: for a picture read where other fonts are installed."""
+    ensure_app()
+    found = QFontInfo(make_font(11)).family().split(" [")[0]      # "Nimbus Sans [urw]": without the foundry
+    twins = next((group for group in METRIC_TWINS if found in group), ())
+    ordered = [found, *twins, *FONT_FAMILIES]
+    return tuple(dict.fromkeys(ordered))
 
 
 def elide(text: str, width: float, px: int, weight: int = 400, mode: Qt.TextElideMode = Qt.ElideRight) -> str:
