@@ -101,3 +101,25 @@ def test_gan_two_optimizers_healthy_and_the_choice_stated(tmp_path, monkeypatch)
         models = r.meta["loop_models"]
     assert [m["optimizer"] for m in models] == ["Adam", "Adam"] and [m["recorded"] for m in models] == [True, False]
     assert rank["steps"] == 15
+
+
+def test_graph_carried_from_a_later_checked_step_is_named(tmp_path, monkeypatch):
+    """rnn_hidden_no_detach's bug (forum t/6795) beginning mid-run, past the always-checked first steps: in
+    steady state the step after a checked one walks its backward instead of hooking every module's forward;
+    the carried graph is still found before torch's error, and the next forward names its carrier."""
+    script = tmp_path / "late_carry.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\ntorch.manual_seed(0)\n"
+        "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.cell = nn.RNNCell(4, 8)\n        self.out = nn.Linear(8, 1)\n"
+        "    def forward(self, x, h):\n        h = self.cell(x, h)\n        return self.out(h), h\n"
+        "model = Model()\nopt = torch.optim.SGD(model.parameters(), lr=0.01)\nh = torch.zeros(2, 8)\n"
+        "for step in range(30):\n    x = torch.randn(2, 4)\n    if step < 11:\n        h = h.detach()\n"
+        "    opt.zero_grad()\n    pred, h = model(x, h)\n    pred.pow(2).mean().backward(retain_graph=True)\n"
+        "    opt.step()\n")
+    out = tmp_path / "late.gvrun"
+    assert main(["run", "-o", str(out), str(script)]) == 1
+    found = summarize(open_ranks(out))["findings"]
+    f = next(f for f in found if f["code"] == "graph-reused")
+    assert f["data"]["carried"]["module"] == "Model" and f["data"]["carried"]["argument"] == 2
+    assert f["data"]["from_step"] >= 10 and f["location"].endswith("late_carry.py:20")  # pred, h = model(x, h)

@@ -7,8 +7,15 @@ What it hooks, and when (``every``: the steps it checks; the first three are alw
   smallest step count over the optimizers seen, so a GAN's D and G steps are one iteration;
 * every backward, as an owner of the backward tap (``record.tap`` calls ``sampled_backward``: the
   doctor never imports it) -- the loss is the root of each backward;
-* on the iteration after a checked one, a global module forward pre-hook
-  (``register_module_forward_pre_hook``) that looks at each module's inputs.
+* on the iteration after one of the first checked ones (or once a carried graph is suspected), a global
+  module forward pre-hook (``register_module_forward_pre_hook``) that looks at each module's inputs; in
+  steady state the iteration after a checked one walks its own backward to the first tagged node instead
+  (one walk of the graph costs less than a hook on every module call).
+
+What it costs (#26, ``benchmarks/bench_run_overhead.py``): nothing but the two optimizer hooks on an
+unchecked step of ``watch`` (a few attribute reads; the frozen-parameter scan is one read of
+``requires_grad`` per parameter), and for ``gradviz run`` also the tap's fast path (count the backward,
+keep its loss); the checks run on the checked step and the one after.
 
 The mechanisms: ``grad-not-cleared`` -- after a checked step each parameter's ``.grad`` is kept as a
 weak reference with its version counter; at the next iteration's first backward, the same tensor at
@@ -72,8 +79,10 @@ def _weakly(owner: Any, method: str, fallback: Callable | None = None) -> Callab
 
 
 class LoopDoctor:
-    def __init__(self, every: int = 10, on_change: Callable[[], Any] | None = None) -> None:
+    def __init__(self, every: int = 10, on_change: Callable[[], Any] | None = None, keep_loss: bool = False) -> None:
         self.every = max(1, int(every or 10))
+        # ``gradviz run`` takes each step's loss from here (``take_loss``); ``watch`` is given it by w.step
+        self.keep_loss = keep_loss
         self.on_change = on_change
         self.closed = False
         self._found: dict[str, Finding] = {}
@@ -98,6 +107,9 @@ class LoopDoctor:
         self._reuse_candidate = False
         self._walked = False                           # this iteration's backward tagged its graph
         self._fwd_handle = None
+        self._outside: list[weakref.ref] = []          # the models' parameters no optimizer holds (cached)
+        self._outside_key: Any = None
+        self._outside_checks = 0
         self._memory: list[tuple[int, float]] = []
         # torch's global hooks and warnings.showwarning hold the doctor weakly: a watch dropped without
         # close() takes its doctor with it, never leaving hooks that watch every later optimizer
@@ -179,11 +191,22 @@ class LoopDoctor:
             run()
             return
         it = self.iteration
+        if not (self._due(it) or self._reuse_candidate or self._grad_snap or self._fwd_handle is not None
+                or (it % self.every == 1)):
+            # an unchecked iteration (``gradviz run`` sees every backward, for the loss): count it and
+            # keep the loss, nothing else -- the per-backward lists are read on checked steps only
+            self._backwards += 1
+            self._total_backwards += 1
+            if self.keep_loss and root.numel() == 1:
+                loss = root.detach()
+                self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
+            run()
+            return
         self._forward_hook(False)
         self._backwards += 1
         self._total_backwards += 1
         fn = root.grad_fn
-        if root.numel() == 1:
+        if self.keep_loss and root.numel() == 1:
             loss = root.detach()
             self._loss_sum = loss if self._loss_sum is None else self._loss_sum + loss
         self._scaled.append(type(fn).__name__.startswith(("DivBackward", "MulBackward")))
@@ -193,11 +216,16 @@ class LoopDoctor:
         if self._grad_snap:
             self._check_cleared(it)
         walk = None
-        if self._due(it) or self._reuse_candidate:
+        if self._due(it) or self._due(it - 1) or self._reuse_candidate:
+            # the checked iteration tags its graph; the one after walks its own to the first tagged node,
+            # so a graph carried from the checked step is found before its backward runs
             walk = graph_marks.tag_graph(fn, it)
-            self._walked = True
+            # the module inputs of the next forward are looked at (to name the carrier and its line)
+            # only after the first iterations, or once a carried graph is suspected: a global forward
+            # hook on every module of a steady-state step cost more than the rest of the doctor
             if walk.old:
                 self._reused_in_backward(walk, it, crashed=False)
+            self._walked = it < ALWAYS_CHECKED or self._reuse_candidate
         try:
             run()
         except BaseException:
@@ -221,10 +249,12 @@ class LoopDoctor:
         self._check_lr(optimizer, step)
         if self._stale:
             self._confirm_not_cleared(optimizer)
-        for group in optimizer.param_groups:        # every step: a frozen parameter is found the step it moves
-            for p in group["params"]:
-                if not p.requires_grad and p.grad is not None:
-                    self._frozen_before[id(p)] = (p, p.detach().clone())
+        # every step, so that a frozen parameter is found the step it first moves: one attribute read per
+        # parameter (a frozen one with a .grad is copied; none in a healthy loop)
+        frozen = [p for group in optimizer.param_groups for p in group["params"]
+                  if not p.requires_grad and p.grad is not None]
+        for p in frozen:
+            self._frozen_before[id(p)] = (p, p.detach().clone())
         if not self._due(step):
             return
         if step >= 1:
@@ -319,10 +349,13 @@ class LoopDoctor:
         carried = self._reuse or {"module": None, "location": None,
                                   "node": type(old).__name__, "consumer": type(consumer).__name__ if consumer else None}
         self._report_reuse(carried, it, tag, crashed)
+        if self._reuse is None:
+            self._reuse_candidate = True      # the next forward is looked at: which module's input carries it
 
     def _report_reuse(self, carried: dict, it: int, tag: int, crashed: bool) -> None:
-        if "graph-reused" in self._found and not crashed:
-            return
+        prev = self._found.get("graph-reused")
+        if prev is not None and not crashed and (prev.data["carried"].get("module") or not carried.get("module")):
+            return            # (found by a backward walk first: the forward hook's module and line replace it)
         what = (f"argument {carried.get('argument')} of `{carried['module']}`" if carried.get("module")
                 else f"a tensor made by {carried.get('node')} (consumed by {carried.get('consumer')})")
         tail = (": torch then raised 'Trying to backward through the graph a second time'" if crashed else
@@ -408,18 +441,28 @@ class LoopDoctor:
             "the optimizer holds them with a stale .grad", step=first, params=params,
             data={"update_ratio": moved}))
 
+    def _outside_optimizers(self) -> list[weakref.ref]:
+        """The models' parameters that no optimizer holds, recomputed when an optimizer's parameters or the
+        models change, and every 10th check (a module added to a model later): walking every parameter of
+        every model on each checked step cost more than all the doctor's other checks together."""
+        optimizers = self.optimizers
+        key = (tuple((id(o), sum(len(g["params"]) for g in o.param_groups)) for o in optimizers), len(self._models))
+        self._outside_checks += 1
+        if key != self._outside_key or self._outside_checks % 10 == 0:
+            held = {id(p) for o in optimizers for g in o.param_groups for p in g["params"]}
+            self._outside = [weakref.ref(p) for ref in self._models if ref() is not None
+                             for p in ref().parameters() if id(p) not in held]
+            self._outside_key = key
+        return self._outside
+
     def _check_not_in_optimizer(self, step: int) -> None:
         if "not-in-optimizer" in self._found:
             return
-        held = {id(p) for o in self.optimizers for g in o.param_groups for p in g["params"]}
         missing = []
-        for ref in self._models:
-            model = ref()
-            if model is None:
-                continue
-            for p in model.parameters():
-                if p.requires_grad and p.grad is not None and id(p) not in held:
-                    missing.append(self._name(p))
+        for ref in self._outside_optimizers():
+            p = ref()
+            if p is not None and p.requires_grad and p.grad is not None:
+                missing.append(self._name(p))
         if missing:
             self._add(loop_finding(
                 "not-in-optimizer", f"{len(missing)} parameter(s) get gradients but no optimizer updates them "

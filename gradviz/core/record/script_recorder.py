@@ -52,7 +52,7 @@ class ScriptRecorder:
         self.others: dict[int, dict] = {}             # id(optimizer) -> what gradviz run says about it
         self.error: BaseException | None = None
         self._recorded_info: dict | None = None
-        self.doctor = LoopDoctor(every=every or 10, on_change=self._store)
+        self.doctor = LoopDoctor(every=every or 10, on_change=self._store, keep_loss=True)
         self._tap = BackwardTap(self.doctor)
         self._top: list[weakref.ref] = []
         self._depth = 0

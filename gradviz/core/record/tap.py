@@ -58,6 +58,17 @@ def _root(args: tuple, kwargs: dict) -> Any:
 def _offer(owners: list[weakref.ref], root: Any, backward: Callable[[], Any]) -> Any:
     """Offer one backward to each waiting owner in turn (each may hook the graph), then run it."""
     result: list = [None]
+    if len(owners) == 1:
+        # the usual case (one watch, or ``gradviz run``'s doctor on every backward): no recursion
+        owner = owners[0]()
+        if owner is None:
+            return backward()
+
+        def once() -> None:
+            result[0] = backward()
+
+        owner.sampled_backward(root, once)
+        return result[0]
 
     def run(i: int) -> None:
         while i < len(owners):
