@@ -53,6 +53,8 @@ from gradviz.core.loop.trend import growing
 from gradviz.core.runtime.interrupts import where_user_code_is
 from gradviz.core.runtime.locations import is_user_file
 
+from gradviz.core.loop.weakly import weakly
+
 log = logging.getLogger(__name__)
 
 __all__ = ["LoopDoctor"]
@@ -62,20 +64,6 @@ ALWAYS_CHECKED = 3           # iterations 0, 1, 2: the bugs of the issue show fr
 
 class _Token:
     """Kept in a loss's ``node.metadata``: it dies with the node (its finalizer says so)."""
-
-
-def _weakly(owner: Any, method: str, fallback: Callable | None = None) -> Callable:
-    """``owner.method`` through a weak reference (``fallback``, or nothing, once the owner is gone)."""
-    ref = weakref.ref(owner)
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        target = ref()
-        if target is not None:
-            return getattr(target, method)(*args, **kwargs)
-        if fallback is not None:
-            return fallback(*args, **kwargs)
-        return None
-    return call
 
 
 class LoopDoctor:
@@ -113,10 +101,10 @@ class LoopDoctor:
         self._memory: list[tuple[int, float]] = []
         # torch's global hooks and warnings.showwarning hold the doctor weakly: a watch dropped without
         # close() takes its doctor with it, never leaving hooks that watch every later optimizer
-        self._handles = [register_optimizer_step_pre_hook(_weakly(self, "_pre")),
-                         register_optimizer_step_post_hook(_weakly(self, "_post"))]
+        self._handles = [register_optimizer_step_pre_hook(weakly(self, "_pre")),
+                         register_optimizer_step_post_hook(weakly(self, "_post"))]
         self._showwarning = warnings.showwarning
-        self._shown_by = _weakly(self, "_warning", fallback=self._showwarning)
+        self._shown_by = weakly(self, "_warning", fallback=self._showwarning)
         warnings.showwarning = self._shown_by
 
     # -- what the driver tells it --------------------------------------------

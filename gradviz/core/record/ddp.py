@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 
+import torch
 from torch import nn
 
 log = logging.getLogger(__name__)
@@ -65,3 +66,16 @@ def node_info() -> tuple[int, int]:
     if nodes is not None and node is not None and 0 <= node < nodes:
         return node, nodes
     return 0, 1
+
+
+def largest_over_ranks(value: int) -> int:
+    import torch.distributed as dist
+
+    t = torch.tensor([value], dtype=torch.int64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return int(t.item())
+
+
+def local_rank() -> int | None:
+    value = os.environ.get("LOCAL_RANK", "").strip()
+    return int(value) if value.isdigit() else None

@@ -107,7 +107,7 @@ from torch import nn
 
 from gradviz.core.loop.doctor import LoopDoctor
 from gradviz.core.record.commits import BACKGROUND_COMMITS
-from gradviz.core.record.ddp import dist_info, node_info, unwrap_model
+from gradviz.core.record.ddp import dist_info, largest_over_ranks, local_rank, node_info, unwrap_model
 from gradviz.core.record.losses import step_loss
 from gradviz.core.record.model_follow import ParamFollower, union_order
 from gradviz.core.record.options import check_options
@@ -115,6 +115,7 @@ from gradviz.core.record.rows import store_rows
 from gradviz.core.record.sampling import NodeRecording
 from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
 from gradviz.core.record.tap import BackwardTap
+from gradviz.core.record.learning_rate import lr_of
 from gradviz.core.record.writer import RunWriter
 from gradviz.core.stats.sharding import any_dtensor, layout
 from gradviz.core.stats.steps import StepStats
@@ -175,7 +176,7 @@ class Watch:
         self._on_cpu = self.stats.device.type == "cpu"
         # update ratios: None = auto; sharded parameters: the same steps on every rank (a collective each)
         self._cadence = UpdateCadence(update_ratio_every,
-                                      agree=_largest_over_ranks if self.stats.strategy == "sharded" else None)
+                                      agree=largest_over_ranks if self.stats.strategy == "sharded" else None)
         self._t_prev: float | None = None
         self._upd_now = False
         self._upd_cost = 0.0
@@ -219,7 +220,7 @@ class Watch:
             "world_size": self.world_size, "hostname": socket.gethostname(), "pid": os.getpid(),
             "every": self.every, "optimizer": type(optimizer).__name__ if optimizer is not None else None,
             "device": str(self.stats.device), "argv": list(sys.argv), "status": "running",
-            "node": self.node, "nodes": self.n_nodes, "local_rank": _local_rank(), "norms": self.stats.strategy,
+            "node": self.node, "nodes": self.n_nodes, "local_rank": local_rank(), "norms": self.stats.strategy,
             "param_shards": [layout(p) for p in params] if any_dtensor(params) else None,
         }
 
@@ -346,11 +347,11 @@ class Watch:
     def _opt_pre(self, optimizer, args, kwargs) -> None:
         if self._awaiting_update:                       # the usual order: w.step came first
             lr = optimizer.param_groups[0]["lr"]
-            self._lr = lr if type(lr) is float else _lr_of(optimizer)
+            self._lr = lr if type(lr) is float else lr_of(optimizer)
             return
         if self._closed or self._writer.failure is not None:
             return                                      # a failing watch records nothing (w.step says why)
-        self._lr = _lr_of(optimizer)
+        self._lr = lr_of(optimizer)
         if kwargs.get("closure") is not None or (args and callable(args[0])):
             return   # opt.step(closure): backward runs inside the step (Lightning, LBFGS); w.step reads the grads
         if self._open_step is not None and self._awaiting_update:
@@ -399,7 +400,7 @@ class Watch:
             s = self._step
         if not self._grads_read:
             self._read_grads(s)
-        lr = self._lr if self._lr is not None else _lr_of(self.optimizer)
+        lr = self._lr if self._lr is not None else lr_of(self.optimizer)
         self._rows.append((s, time.time(), self._open_loss, lr, self.stats.numbers(),
                            self._updated and self._upd_now, self.nodes.take()))
         self._open_step = None
@@ -498,29 +499,6 @@ def _close_writer(writer: RunWriter) -> None:
         writer.close()
     except RecordError as exc:                # one line: w.step already raised the cause
         log.warning("gradviz.watch: %s (the steps not yet written are lost)", exc)
-
-
-def _largest_over_ranks(value: int) -> int:
-    import torch.distributed as dist
-
-    t = torch.tensor([value], dtype=torch.int64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return int(t.item())
-
-
-def _local_rank() -> int | None:
-    value = os.environ.get("LOCAL_RANK", "").strip()
-    return int(value) if value.isdigit() else None
-
-
-def _lr_of(optimizer) -> float | None:
-    if optimizer is None:
-        return None
-    try:
-        lr = optimizer.param_groups[0]["lr"]
-        return float(lr.item() if isinstance(lr, torch.Tensor) else lr)
-    except (IndexError, KeyError, TypeError, ValueError, RuntimeError):   # no usable lr: recorded as none
-        return None
 
 
 def watch(model: nn.Module, path: str | os.PathLike, every: int | None = 10,
