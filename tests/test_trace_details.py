@@ -108,3 +108,17 @@ def test_details_refuse_a_changed_script_and_meta_graphs(tmp_path):
 def test_unknown_details_option():
     with pytest.raises(ValueError, match="details"):
         gradviz.trace(SCRIPTS / "tiny_linear.py", details="some")
+
+
+def test_details_refuse_a_replay_that_is_not_the_traced_step(tmp_path):
+    """A script whose randomness its seed does not fix (here: a generator of its own, seeded by the clock)
+    replays another step: the replay's norms differ from the traced ones and are refused, never shown."""
+    script = tmp_path / "unseeded.py"
+    script.write_text("import time, torch\nfrom torch import nn\n"
+                      "G = torch.Generator().manual_seed(time.perf_counter_ns())\n"
+                      "def model():\n    return nn.Linear(4, 2)\n"
+                      "def batch(step):\n    return torch.randn(8, 4, generator=G), torch.randn(8, 2, generator=G)\n"
+                      "def loss_fn(out, y):\n    return ((out - y) ** 2).mean()\n")
+    fast = gradviz.trace(script, details="norms")
+    with pytest.raises(DetailsError, match="did not reproduce the traced step"):
+        node_details(fast, ["param:weight"])

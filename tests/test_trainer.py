@@ -313,3 +313,39 @@ def test_rows_one_by_one_equal_batch_columns_and_torch(clip):
     assert (first.grad_norm if clip is None else first.grad_norm_clipped) == pytest.approx(total, rel=1e-5)
     if clip is None:
         assert [first.param_norms[i] for i in range(len(grads))] == pytest.approx(list(grads.values()), rel=1e-5)
+
+
+def test_training_keeps_its_random_stream_when_others_seed_between_steps(tmp_path):
+    """A trace, replay or check seeding torch's generator on another thread between two training steps
+    (the window's lanes do) leaves the run's dropout masks as they were: the losses equal an undisturbed
+    run's to the bit."""
+    script = tiny(tmp_path, extra="\n\ndef model():\n    return nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), "
+                                  "nn.Linear(8, 3))")
+
+    def losses(disturb):
+        trainer = Trainer(script, cfg(seed=0))
+        out = []
+        for i in range(4):
+            out.append(trainer.step().loss)
+            if disturb:
+                import threading
+                t = threading.Thread(target=lambda: (torch.manual_seed(1000 + i), torch.rand(99)))
+                t.start()
+                t.join()
+        return out
+
+    # the oracle: the same four steps in plain torch, nobody seeding in between
+    torch.manual_seed(0)
+    model = script.new_model()
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    oracle = []
+    for i in range(4):
+        x, y = script.get_batch(i)
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(*x), y)
+        loss.backward()
+        opt.step()
+        oracle.append(loss.item())
+    assert losses(False) == pytest.approx(oracle, rel=1e-6)
+    assert losses(True) == pytest.approx(oracle, rel=1e-6)

@@ -10,6 +10,8 @@ disk), it says so instead of returning numbers of another graph.
 """
 from __future__ import annotations
 
+import math
+
 from typing import Any, Iterable
 
 import networkx as nx
@@ -105,7 +107,23 @@ def _replay(graph: nx.DiGraph, node_ids: Iterable[str], script: Any, options: Tr
                         **gstats.prefixed(gstats.tensor_stats([sharding.full_tensor(q)], bins), "value")}
         elif nid in graph and graph.nodes[nid].get("kind") == "loss":
             out[nid] = gstats.prefixed(gstats.tensor_stats([torch.ones(())], bins), "grad")
+    _same_numbers(graph, out)
     return out
+
+
+def _same_numbers(graph: nx.DiGraph, out: dict[str, dict]) -> None:
+    """The replay must be the traced step: its gradient norms are the ones the trace measured
+    (same threads, same seed). A script drawing from a random source the seed does not fix, or a
+    replay that ran while training in the same process drew from torch's global generator, gives
+    others; those are another step's numbers and are refused, never shown as the traced ones."""
+    for nid, attrs in out.items():
+        traced, replayed = graph.nodes[nid].get("grad_norm"), attrs.get("grad_norm")
+        if traced is None or replayed is None or not (math.isfinite(traced) and math.isfinite(replayed)):
+            continue
+        if abs(replayed - traced) > 1e-4 * max(abs(traced), 1e-12):
+            raise DetailsError(f"the replay did not reproduce the traced step (gradient norm {replayed:.6g}, "
+                               f"traced {traced:.6g}): the script's randomness is not fixed by its seed, or "
+                               "training ran at the same time; trace again to see the details")
 
 
 def saved_stats(fn) -> list[dict]:

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from gradviz.core.stats.adaptive_clip import AdaptiveClip
+from gradviz.core.runtime.random_state import OwnRandomState, exclusive
 from gradviz.core.runtime.devices import available_devices, resolve_device, to_device
 from gradviz.core.train.label_smoothing import LabelSmoothing, id_roots, warn_no_node_norms
 from gradviz.core.trace.nodenorms import NodeNormSampler, prepare_inputs
@@ -90,9 +91,11 @@ class Trainer:
     def reset(self) -> None:
         """A fresh model and optimizer from the script (seeded), step 0."""
         cfg = self.config
-        if cfg.seed is not None:
-            torch.manual_seed(cfg.seed)
-        model = self.script.new_model()
+        with exclusive():
+            if cfg.seed is not None:
+                torch.manual_seed(cfg.seed)
+            model = self.script.new_model()
+            self._random = OwnRandomState()    # a trace or replay seeding meanwhile does not change its steps
         model.to(self.device)
         model.train()
         self.model: nn.Module = model
@@ -172,7 +175,8 @@ class Trainer:
         """One optimizer step; returns its statistics row. Raises ScriptError (with the step)."""
         s = self.step_index
         try:
-            return self._step(s)
+            with self._random.stepping():
+                return self._step(s)
         except NonFiniteLossError:
             raise
         except ScriptError as exc:

@@ -1,0 +1,54 @@
+"""torch's random generators are one per process: a trace, a detail replay or a gradient check
+that seeds them on one thread changes the dropout masks and batches of a training run on
+another, and a training step drawing between a replay's seed and its forward gives the replay
+other numbers. So everything that seeds or draws holds ``exclusive()`` while it does (the app's
+job lanes that run scripts, every training step), and a trainer keeps a random state of its own
+(``OwnRandomState``): what ran between two of its steps does not change its next one.
+No Qt here.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+
+_LOCK = threading.RLock()
+
+
+@contextmanager
+def exclusive() -> Iterator[None]:
+    """Hold the process's random generators (re-entrant: a job may train, a step may trace)."""
+    with _LOCK:
+        yield
+
+
+def _cuda_ready() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+class OwnRandomState:
+    """The generators' state of one trainer, put back before each of its steps and kept after."""
+
+    def __init__(self) -> None:
+        self.keep()
+
+    def keep(self) -> None:
+        self.cpu = torch.get_rng_state()
+        self.cuda = torch.cuda.get_rng_state_all() if _cuda_ready() else None
+
+    def restore(self) -> None:
+        torch.set_rng_state(self.cpu)
+        if self.cuda is not None and _cuda_ready():
+            torch.cuda.set_rng_state_all(self.cuda)
+
+    @contextmanager
+    def stepping(self) -> Iterator[None]:
+        """One step drawing from this trainer's own stream, no other thread seeding meanwhile."""
+        with _LOCK:
+            self.restore()
+            try:
+                yield
+            finally:
+                self.keep()
