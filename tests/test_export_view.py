@@ -213,7 +213,8 @@ def test_train_then_export_then_open_another_script(qtbot, window, tmp_path):
     assert panel.worker.wait(10_000)
     qtbot.waitUntil(lambda: panel.state == "stopped", timeout=5_000)
     qtbot.waitUntil(lambda: len(panel.history) == panel.worker.step_index, timeout=5_000)
-    qtbot.wait(100)
+    # the model training stopped at is measured (its probe arrives after the last rows)
+    qtbot.waitUntil(lambda: doc.step == doc.model_step == panel.worker.step_index, timeout=10_000)
     assert doc.norms_source == "training"
     assert doc.loss_step == int(panel.history.column("step")[-1]) + 1      # what the panel's label says
     page = page_of(win)

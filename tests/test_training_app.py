@@ -304,3 +304,33 @@ def test_a_model_with_thousands_of_parameters_makes_curves_only_for_those_shown(
     assert not widget.param_curves["blocks.7.w"].isVisible()
     widget.set_visible("blocks.2000.w", False)                           # never shown: nothing to make
     assert "blocks.2000.w" not in widget.param_curves
+
+
+def test_an_op_selected_after_stop_shows_its_statistics_at_the_step_training_stopped_at(qtbot, win):
+    """After Stop the model training stopped at is kept: an op never measured there is measured on a job
+    lane (a placeholder meanwhile), and its numbers are torch's at that step (#27)."""
+    import copy
+
+    import gradviz
+    from gradviz.core.train.trainer import TrainConfig, Trainer
+
+    panel = win.training_panel
+    panel.start(pause_at=3)
+    qtbot.waitUntil(lambda: panel.state == "paused" and _steps(panel) == 3, timeout=WAIT_MS)
+    panel.stop()
+    qtbot.waitUntil(lambda: panel.state == "stopped", timeout=10_000)
+    doc = win.document
+    qtbot.waitUntil(lambda: doc.step == doc.model_step == 3, timeout=5_000)
+    op = next(n for n, a in doc.view.nodes(data=True) if a.get("kind") == "op" and n not in doc.step_nodes
+              and a.get("grad_norm") is not None)
+    win.reveal(op)
+    qtbot.waitUntil(lambda: win.selected == op, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: op in doc.step_nodes, timeout=WAIT_MS)
+    assert doc.step == 3
+    trainer = Trainer(str(MLP), TrainConfig(seed=panel.worker.stopped_trainer.config.seed))
+    for _ in range(3):
+        trainer.step()
+    oracle = gradviz.trace(str(MLP), model=copy.deepcopy(trainer.model), step=3).nodes[op]
+    assert win.inspector.field("grad norm") == "%.4g" % oracle["grad_norm"]
+    assert doc.step_nodes[op]["grad_std"] == pytest.approx(oracle["grad_std"], rel=1e-4)
+    assert win.inspector.gradient.values["step"] == "step 3"

@@ -15,10 +15,6 @@ handed to the callbacks there, never in the worker. A job bound to a document
 (``document=``) is dropped on arrival when that document is no longer the window's
 current one: a result can never land in another document. Payloads are plain Python
 objects (dicts, numpy arrays, networkx graphs): the model and its tensors die in the job.
-
-A lane that runs a script holds torch's random generators while it does
-(``core/runtime/random_state.py``): a trace or replay seeding them cannot change a training
-run's dropout and batches, nor a training step a replay's numbers.
 """
 from __future__ import annotations
 
@@ -28,21 +24,16 @@ import logging
 import threading
 import traceback
 import weakref
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QThread, Signal, Slot
 
 from gradviz.core.runtime.errors import GradvizError
-from gradviz.core.runtime.random_state import exclusive
 
 log = logging.getLogger(__name__)
 
 __all__ = ["Cancelled", "CancelToken", "JobContext", "Job", "Jobs"]
-
-# lanes that never run a model: they need not wait for a training step
-LANES_WITHOUT_SCRIPTS = frozenset({"layout", "follow"})
 
 
 class Cancelled(GradvizError):
@@ -131,8 +122,7 @@ class _LaneWorker(QObject):
             send(job.id, "ended", "cancelled")
             return
         try:
-            with exclusive() if job.lane not in LANES_WITHOUT_SCRIPTS else nullcontext():
-                result = job.fn(JobContext(job, send))
+            result = job.fn(JobContext(job, send))
         except Cancelled:
             send(job.id, "ended", "cancelled")
         except BaseException as exc:  # noqa: BLE001 - a user script may raise anything (SystemExit too)

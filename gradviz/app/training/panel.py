@@ -44,6 +44,7 @@ class TrainingPanel(WorkerSignals, QWidget):
         self.worker: TrainingWorker | None = None
         self._selected: str | None = None     # the graph's selected node: its stats follow training
         self._probed_for: tuple | None = None  # (step, detail node) of the last probe
+        self._stopped_probe: tuple | None = None  # (step, detail node) being measured after Stop
         self._old_workers: list[TrainingWorker] = []
         self.state = "stopped"
         self.last_metrics: dict = {}
@@ -313,6 +314,8 @@ class TrainingPanel(WorkerSignals, QWidget):
 
     def _retire_worker(self) -> None:
         if self.worker is not None:
+            self.worker.stopped_trainer = None      # its model is no longer the document's
+            self.doc.recompute = None
             self.worker.stop()
             if not self.worker.wait(10000):
                 self._old_workers.append(self.worker)
@@ -324,8 +327,13 @@ class TrainingPanel(WorkerSignals, QWidget):
         if self._from_retired_worker():
             return
         self.state = state
-        worker = self.worker if state == "paused" else None
-        self.doc.recompute = (lambda nid, w=worker: self._recompute(w, nid)) if worker is not None else None
+        worker = self.worker
+        if state == "paused" and worker is not None:
+            self.doc.recompute = lambda nid, w=worker: self._recompute(w, nid)
+        elif state == "stopped" and worker is not None and worker.stopped_trainer is not None:
+            self.doc.recompute = lambda nid, w=worker: self._recompute_stopped(w, nid)
+        else:
+            self.doc.recompute = None
         running, paused = state == "running", state == "paused"
         self.btn_start.setEnabled(not running and not paused)
         self.btn_pause.setEnabled(running)

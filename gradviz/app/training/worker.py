@@ -75,6 +75,9 @@ class TrainingWorker(QThread):
         self.pause_at: int | None = None      # pause once this many steps are done (then None)
         self.step_index = 0                   # last step done (read from the GUI thread)
         self.trainer: Trainer | None = None   # the thread's trainer (read only while it is paused: tests)
+        # the model training stopped at, kept after a clean stop: a node selected then is measured at that
+        # step off the UI thread (``panel.py``); dropped when the worker is retired
+        self.stopped_trainer: Trainer | None = None
         self.state = "stopped"
 
     # -- control (GUI thread) ---------------------------------------------
@@ -84,6 +87,7 @@ class TrainingWorker(QThread):
         self._wake()
         if not self.isRunning():
             self._stop = False
+            self.stopped_trainer = None
             self.start()
 
     def pause(self) -> None:
@@ -240,6 +244,7 @@ class TrainingWorker(QThread):
                 metrics = trainer.evaluate()
                 if metrics:
                     self.metricsReady.emit(metrics)
+            self.stopped_trainer = trainer
         except BaseException as exc:  # noqa: BLE001 - reported to the window, the thread ends
             flush()
             self.failed.emit(exc, traceback.format_exc())

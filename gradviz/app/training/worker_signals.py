@@ -56,6 +56,33 @@ class WorkerSignals:
         worker.request_probe()
         return True
 
+    def _recompute_stopped(self, worker: TrainingWorker, nid: str) -> bool:
+        """Measure the model training stopped at with ``nid`` in detail, on a job lane (the thread
+        that trained has ended; the model it stopped at is kept until the worker is retired)."""
+        trainer = worker.stopped_trainer
+        wanted = (self.doc.model_step, nid or None)
+        if worker is not self.worker or trainer is None or self._probed_for == wanted or \
+                self._stopped_probe == wanted:
+            return False
+        self._stopped_probe = wanted
+
+        def job(ctx):
+            from gradviz.core.train.step_probe import probe_step
+
+            ctx.phase(f"measuring step {trainer.step_index:,}")
+            return probe_step(trainer, nid or None)
+
+        def done(values: dict) -> None:
+            self._stopped_probe = None
+            self._on_probed(worker, values)
+
+        def failed(exc: BaseException, text: str) -> None:
+            self._stopped_probe = None
+            self.host.show_message(f"the model training stopped at could not be measured: {exc}", 8000)
+
+        self.host.jobs.submit("probe", job, document=self.doc, on_done=done, on_failed=failed)
+        return True
+
     def _show_live(self, done: int, loss: float | None, loss_step: int | None) -> None:
         """The live labels: how many steps are done, and the loss with the step it is of."""
         self.step_label.setText(f"{done:,} steps done")

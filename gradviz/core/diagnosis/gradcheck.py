@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from gradviz.core.trace.capture import compiling
+from gradviz.core.runtime.random_state import seeded
 from gradviz.core.runtime.devices import model_device, to_device
 from gradviz.core.diagnosis.customs import CustomCallRecorder, custom_name, is_user_function
 from gradviz.core.diagnosis.numeric import (ATOL, EPS, RTOL, SAMPLES, Cancelled, ParamCheck, _element_indices,
@@ -98,17 +99,17 @@ class _Evaluator:
         self.buffers = [(b, b.detach().clone()) for b in model.buffers()]
 
     def loss(self) -> torch.Tensor:
-        torch.manual_seed(self.seed)
-        with torch.no_grad():
-            for live, saved in self.buffers:
-                live.copy_(saved)
-        self.count += 1
-        before = torch.get_default_dtype()
-        torch.set_default_dtype(self.dtype)
-        try:
-            return self.script.compute_loss(self.model, self.inputs, self.targets)
-        finally:
-            torch.set_default_dtype(before)
+        with seeded(self.seed):          # every evaluation draws the same numbers (dropout left on by the script)
+            with torch.no_grad():
+                for live, saved in self.buffers:
+                    live.copy_(saved)
+            self.count += 1
+            before = torch.get_default_dtype()
+            torch.set_default_dtype(self.dtype)
+            try:
+                return self.script.compute_loss(self.model, self.inputs, self.targets)
+            finally:
+                torch.set_default_dtype(before)
 
     def value(self) -> float:
         if self.no_grad_ok:
@@ -144,8 +145,8 @@ def prepare_copy(script: ModelScript, model: nn.Module | None = None, *, seed: i
                  dtype: torch.dtype = torch.float64) -> tuple[nn.Module, tuple, Any, list[str]]:
     """A deep copy of the model in ``dtype`` with dropout off, and the batch in ``dtype``."""
     if model is None:   # built here: converted in place, no second copy in memory
-        torch.manual_seed(seed)
-        copy_ = script.new_model()
+        with seeded(seed):
+            copy_ = script.new_model()
     else:
         copy_ = copy.deepcopy(model)
     notes = []
@@ -338,8 +339,8 @@ def gradcheck_script(source: Any, *, params: Sequence[str] | None = None, sample
 def _own_dtype(script: ModelScript, model: nn.Module | None, seed: int) -> torch.dtype | None:
     """The floating dtype the model's parameters are in, when it is not float64 (else None)."""
     if model is None:
-        torch.manual_seed(seed)
-        model = script.new_model()
+        with seeded(seed):
+            model = script.new_model()
     dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.get_default_dtype())
     return None if dtype == torch.float64 else dtype
 

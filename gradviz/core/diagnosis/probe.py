@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from gradviz.core.stats import sharding
+from gradviz.core.runtime.random_state import seeded
 from gradviz.core.runtime.devices import model_device, to_device
 from gradviz.core.diagnosis.diagnostic_capture import DiagnosticCapture
 from gradviz.core.script.load import ModelScript, ScriptError
@@ -99,27 +100,26 @@ def _float_inputs(inputs: tuple) -> bool:
 
 def _forward(script: ModelScript, step: int, seed: int | None, model: nn.Module | None, activations: bool,
              input_grads: bool) -> Probe:
-    if model is None:
-        if seed is not None:
-            torch.manual_seed(seed)
-        model = script.new_model()
-    device = model_device(model)
-    inputs, targets = script.get_batch(step)
-    inputs = tuple(to_device(t, device) for t in inputs)
-    targets = to_device(targets, device)
-    if input_grads:
-        inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
-    probe = Probe(script, model, inputs, targets)
-    probe.param_names = {id(p): n for n, p in model.named_parameters()}
-    cap = DiagnosticCapture(model, activations=activations)
-    probe.capture = cap
-    try:
-        with cap:
-            probe.raw_loss = script.compute_loss(model, inputs, targets)
-        probe.loss = script.check_loss(probe.raw_loss)
-    except ScriptError as exc:
-        probe.error = exc
-    return probe
+    with seeded(seed if model is None else None):
+        if model is None:
+            model = script.new_model()
+        device = model_device(model)
+        inputs, targets = script.get_batch(step)
+        inputs = tuple(to_device(t, device) for t in inputs)
+        targets = to_device(targets, device)
+        if input_grads:
+            inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
+        probe = Probe(script, model, inputs, targets)
+        probe.param_names = {id(p): n for n, p in model.named_parameters()}
+        cap = DiagnosticCapture(model, activations=activations)
+        probe.capture = cap
+        try:
+            with cap:
+                probe.raw_loss = script.compute_loss(model, inputs, targets)
+            probe.loss = script.check_loss(probe.raw_loss)
+        except ScriptError as exc:
+            probe.error = exc
+        return probe
 
 
 def _name_nodes(probe: Probe) -> None:

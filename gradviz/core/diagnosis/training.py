@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from gradviz.core.diagnosis.base import Check, Context
+from gradviz.core.runtime.random_state import seeded
 from gradviz.core.diagnosis.findings import Finding, fmt_num
 from gradviz.core.diagnosis.loss_checks import script_error_finding
 from gradviz.core.diagnosis.nonfinite import backward_findings, forward_findings
@@ -26,7 +27,14 @@ from gradviz.core.script.load import ModelScript, ScriptError
 
 def training_findings(script: ModelScript, steps: int, *, seed: int = 0, cancel: Callable[[], bool] | None = None
                       ) -> tuple[list[Finding], dict[str, Any], torch.nn.Module]:
-    """K steps; returns the findings, the loss/norm history and the trained model."""
+    """K steps; returns the findings, the loss/norm history and the trained model (holding torch's
+    generators throughout: a training run on another thread waits, its random stream unchanged)."""
+    with seeded(None):
+        return _training_findings(script, steps, seed, cancel)
+
+
+def _training_findings(script: ModelScript, steps: int, seed: int, cancel: Callable[[], bool] | None
+                       ) -> tuple[list[Finding], dict[str, Any], torch.nn.Module]:
     _seed_all(seed)      # LayerDrop draws from torch, numpy (transformers' wav2vec2 family) or random
     model = script.new_model()
     opt = script.make_optimizer(model.parameters())

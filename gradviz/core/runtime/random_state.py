@@ -1,9 +1,11 @@
 """torch's random generators are one per process: a trace, a detail replay or a gradient check
 that seeds them on one thread changes the dropout masks and batches of a training run on
 another, and a training step drawing between a replay's seed and its forward gives the replay
-other numbers. So everything that seeds or draws holds ``exclusive()`` while it does (the app's
-job lanes that run scripts, every training step), and a trainer keeps a random state of its own
-(``OwnRandomState``): what ran between two of its steps does not change its next one.
+other numbers. So what seeds holds the generators from its seed to the end of its forward (``seeded``: a
+trace's or replay's build and forward, each forward of a gradient check, a check's training
+steps), every training step holds them too, and a trainer keeps a random state of its own
+(``OwnRandomState``): what ran between two of its steps does not change its next one. The
+hold is per forward, not per job: a long gradient check lets training go on between its forwards.
 No Qt here.
 """
 from __future__ import annotations
@@ -21,6 +23,16 @@ _LOCK = threading.RLock()
 def exclusive() -> Iterator[None]:
     """Hold the process's random generators (re-entrant: a job may train, a step may trace)."""
     with _LOCK:
+        yield
+
+
+@contextmanager
+def seeded(seed: int | None) -> Iterator[None]:
+    """Seed torch's generators (None: leave them as they are) and hold them for the block: a build and
+    forward run in it draw only their own numbers, and a training step on another thread waits."""
+    with _LOCK:
+        if seed is not None:
+            torch.manual_seed(seed)
         yield
 
 
@@ -42,6 +54,14 @@ class OwnRandomState:
         torch.set_rng_state(self.cpu)
         if self.cuda is not None and _cuda_ready():
             torch.cuda.set_rng_state_all(self.cuda)
+
+    @contextmanager
+    def peeking(self, devices: list[int]) -> Iterator[None]:
+        """Draw from this trainer's stream as its next step would, and leave the stream as it was
+        (a probe of the paused model: the same dropout masks and batches, training unchanged)."""
+        with _LOCK, torch.random.fork_rng(devices=devices):
+            self.restore()
+            yield
 
     @contextmanager
     def stepping(self) -> Iterator[None]:

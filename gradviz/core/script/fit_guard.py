@@ -24,6 +24,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from gradviz.core.runtime.interrupts import Stopped
+from gradviz.core.runtime.random_state import seeded
 from gradviz.core.script.meta import HEADROOM, NEEDED_PER_PARAM_BYTE, available_bytes
 from gradviz.core.script.load import ModelScript
 
@@ -105,11 +106,10 @@ def build_within_memory(script: ModelScript, seed: int | None = 0) -> nn.Module:
     """``script.new_model()`` after ``torch.manual_seed(seed)`` (as a trace builds it), raising
     ``TooBig`` as soon as the build has used the share of the available memory that leaves
     room for the gradients (1 / ``NEEDED_PER_PARAM_BYTE`` of ``HEADROOM`` of it)."""
-    if seed is not None:
-        torch.manual_seed(seed)
-    available, rss = available_bytes(), resident_bytes()
-    if available is None or rss is None:   # cannot tell: build as usual
-        return script.new_model()
-    limit = rss + int(HEADROOM * available / NEEDED_PER_PARAM_BYTE)
-    with _Guard(limit):
-        return script.new_model()
+    with seeded(seed):
+        available, rss = available_bytes(), resident_bytes()
+        if available is None or rss is None:   # cannot tell: build as usual
+            return script.new_model()
+        limit = rss + int(HEADROOM * available / NEEDED_PER_PARAM_BYTE)
+        with _Guard(limit):
+            return script.new_model()

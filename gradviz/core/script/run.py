@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from gradviz.core.runtime.devices import model_device, to_device
+from gradviz.core.runtime.random_state import seeded
 from gradviz.core.script.load import ModelScript
 
 
@@ -23,12 +24,11 @@ class ScriptRun:
 
 def prepare(script: ModelScript, *, step: int = 0, seed: int | None = 0, device: str | None = None,
             input_grads: bool = True) -> ScriptRun:
-    if seed is not None:
-        torch.manual_seed(seed)
-    model = script.new_model()
-    dev = torch.device(device) if device else model_device(model)
-    model.to(dev)
-    inputs, targets = script.get_batch(step)
+    with seeded(seed):
+        model = script.new_model()
+        dev = torch.device(device) if device else model_device(model)
+        model.to(dev)
+        inputs, targets = script.get_batch(step)
     inputs = tuple(to_device(t, dev) for t in inputs)
     targets = to_device(targets, dev)
     if input_grads:

@@ -35,6 +35,7 @@ from torch import nn
 
 from gradviz.core.trace import memory
 from gradviz.core.stats import sharding
+from gradviz.core.runtime.random_state import seeded
 from gradviz.core.trace.capture import ForwardCapture
 from gradviz.core.runtime.devices import model_device, to_device
 from gradviz.core.runtime.gc_pause import gc_paused
@@ -148,28 +149,27 @@ def _prepare(script: ModelScript, options: TraceOptions, model: nn.Module | None
     """Seed, build the model (on the meta device with ``options.meta``), fetch the batch,
     run forward and the loss. ``model``: one already built the way this would build it (seeded
     first: ``core/script/fit_guard.py``) or on the meta device; the random state is left as it is."""
-    if options.seed is not None and model is None:
-        torch.manual_seed(options.seed)
-    if options.meta:
-        model = model if model is not None else build_meta_model(script)
-        device = torch.device("meta")
-    else:
-        model = model if model is not None else script.new_model()
-        device = torch.device(options.device) if options.device else model_device(model)
-        model.to(device)
-    inputs, targets = script.get_batch(options.step)
-    inputs = tuple(to_device(t, device) for t in inputs)
-    targets = to_device(targets, device)
-    if options.input_grads:
-        inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
-    cap = ForwardCapture(model) if options.capture_forward else None
-    with meta_forward(options.meta):
-        if cap is not None:
-            with cap:
-                raw = script.compute_loss(model, inputs, targets)
+    with seeded(options.seed if model is None else None):
+        if options.meta:
+            model = model if model is not None else build_meta_model(script)
+            device = torch.device("meta")
         else:
-            raw = script.compute_loss(model, inputs, targets)
-    return Prepared(model, inputs, targets, device, cap, script.check_loss(raw))
+            model = model if model is not None else script.new_model()
+            device = torch.device(options.device) if options.device else model_device(model)
+            model.to(device)
+        inputs, targets = script.get_batch(options.step)
+        inputs = tuple(to_device(t, device) for t in inputs)
+        targets = to_device(targets, device)
+        if options.input_grads:
+            inputs = tuple(t.detach().clone().requires_grad_(True) if t.is_floating_point() else t for t in inputs)
+        cap = ForwardCapture(model) if options.capture_forward else None
+        with meta_forward(options.meta):
+            if cap is not None:
+                with cap:
+                    raw = script.compute_loss(model, inputs, targets)
+            else:
+                raw = script.compute_loss(model, inputs, targets)
+        return Prepared(model, inputs, targets, device, cap, script.check_loss(raw))
 
 
 def input_names(inputs: tuple) -> dict[int, int]:

@@ -8,7 +8,8 @@ sampled norms and a probe of a paused model all name their numbers the same way.
 
 ``probe_step(trainer)`` measures that state without changing the run: no update, the
 gradients the last step left are put back, and the random number generators are forked so
-a script with dropout or random batches trains on exactly as it would have. No Qt here.
+a script with dropout or random batches trains on exactly as it would have (the probe draws
+from the trainer's own stream, ``core/runtime/random_state.py``, as its next step will). No Qt here.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def probe_step(trainer: "Trainer", detail: str | None = None) -> dict:
     try:
         for _, p in params:
             p.grad = None
-        with torch.random.fork_rng(devices=devices):
+        with trainer.random_state.peeking(devices):
             trainer.detail_node = detail
             loss_sum, norms = trainer._forward_backward(s, True)
         loss = loss_value(loss_sum) / trainer.config.accumulation

@@ -95,7 +95,7 @@ class Trainer:
             if cfg.seed is not None:
                 torch.manual_seed(cfg.seed)
             model = self.script.new_model()
-            self._random = OwnRandomState()    # a trace or replay seeding meanwhile does not change its steps
+            self.random_state = OwnRandomState()    # a trace or replay seeding meanwhile does not change its steps
         model.to(self.device)
         model.train()
         self.model: nn.Module = model
@@ -175,7 +175,7 @@ class Trainer:
         """One optimizer step; returns its statistics row. Raises ScriptError (with the step)."""
         s = self.step_index
         try:
-            with self._random.stepping():
+            with self.random_state.stepping():
                 return self._step(s)
         except NonFiniteLossError:
             raise
