@@ -14,7 +14,10 @@ S" as the trace of step 0 (``core/train/step_probe.py``).
 ``GRADVIZ_MODEL_SECONDS`` (default 400; a long sweep: more of both; ``GRADVIZ_MODEL_SEED`` picks
 another walk); each walk starts
 with an open, so a "sequence" is the actions on one document. A failure prints the seed and
-the actions from the last open on: the shortest replay that shows it.
+the actions from the last open on, and then the shortest replay that still fails: each action
+of that sequence (with the arguments it drew: the steps trained, the node selected) is left out
+in turn and the rest replayed from its open; what still fails without it stays out (``shortest``,
+within ``GRADVIZ_SHRINK_SECONDS``, default 240).
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ from test_app_support import MLP, WAIT_MS, full, open_and_wait  # noqa: F401 (fu
 SEQUENCES = int(os.environ.get("GRADVIZ_MODEL_SEQUENCES", "300"))   # the issue's "at least 300 sequences"
 SECONDS = float(os.environ.get("GRADVIZ_MODEL_SECONDS", "400"))    # a guard (300 take ~150 s on a loaded 2-core machine)
 SEED = int(os.environ.get("GRADVIZ_MODEL_SEED", "27"))
+SHRINK_SECONDS = float(os.environ.get("GRADVIZ_SHRINK_SECONDS", "240"))
 REL = 2e-3          # the panels print 4 significant digits
 
 BLOCKS = '''\
@@ -137,6 +141,8 @@ class Walk:
         self.qtbot, self.w, self.scripts, self.rng = qtbot, window, scripts, rng
         self.oracle = Oracle()
         self.log: list[str] = []
+        self.trail: list[tuple[str, object]] = []     # the sequence's actions with the arguments they drew
+        self.arg: object = None                      # the argument the running action drew
         self.checks = 0
         self.run_oracle: dict[int, dict] = {}
         self.run_checks = 0
@@ -166,14 +172,16 @@ class Walk:
         if self.w.document.kind == "run":
             self.qtbot.waitUntil(lambda: self.w.document.norms_source == "recorded", timeout=WAIT_MS)
 
-    def choose_step(self) -> None:
+    def choose_step(self, s=None) -> None:
         """A run file: another recorded step (the run panel's slider)."""
         if self.w.document.kind == "run" and self.w.run_panel.node_steps:
-            self.w.run_panel.choose_step(self.rng.choice(self.w.run_panel.node_steps))
+            s = self.arg = self.rng.choice(self.w.run_panel.node_steps) if s is None else s
+            self.w.run_panel.choose_step(s)
             self.qtbot.waitUntil(lambda: self.w.document.norms_step == self.w.run_panel.current_step,
                                  timeout=WAIT_MS)
 
-    def train(self, k: int) -> None:
+    def train(self, k=None) -> None:
+        k = self.arg = self.rng.randint(1, 12) if k is None else k
         panel = self.w.training_panel
         if self.w.document.status == "ready" and self.w.document.kind == "script":
             target = (panel.worker.step_index if panel.is_running() else 0) + k
@@ -208,17 +216,17 @@ class Walk:
             panel.stop()
             self.qtbot.waitUntil(lambda: panel.state == "stopped", timeout=WAIT_MS)
 
-    def select(self, kind: str) -> None:
+    def select(self, kind: str, nid=None) -> None:
         doc = self.w.document
         if doc.view is None:
             return
         ids = [n for n, a in doc.view.nodes(data=True) if
                (kind == "param" and a.get("kind") == "param") or (kind == "op" and a.get("kind") == "op")
                or (kind == "fold" and a.get("fold")) or (kind == "group" and a.get("kind") == "group")]
-        if ids:
-            self.w.select_nodes([self.rng.choice(sorted(ids))])
-        else:
-            self.w.select_nodes([])
+        if nid is None and ids:
+            nid = self.rng.choice(sorted(ids))
+        self.arg = nid
+        self.w.select_nodes([nid] if nid in ids else [])      # (a replay's node may be gone: none selected)
 
     def health_check(self) -> None:
         doc, panel = self.w.document, self.w.diagnosis_panels["diagnosis"]
@@ -363,19 +371,7 @@ class Walk:
         assert f"step {step:,}" in r["status_bar"]
 
     def run(self, seconds: float, sequences_wanted: int) -> int:
-        actions = [
-            ("open A", lambda: self.open("A")), ("open B", lambda: self.open("B")),
-            ("open failing", lambda: self.open("failing")), ("open run file", lambda: self.open("run")),
-            ("choose a recorded step", self.choose_step),
-            ("train 1-12", lambda: self.train(self.rng.randint(1, 12))), ("step", self.step),
-            ("start, pause", self.start_pause), ("stop", self.stop),
-            ("select param", lambda: self.select("param")), ("select op", lambda: self.select("op")),
-            ("select fold", lambda: self.select("fold")), ("select group", lambda: self.select("group")),
-            ("select none", lambda: self.w.select_nodes([])),
-            ("fold", lambda: self.regroup("fold")), ("unfold", lambda: self.regroup("unfold")),
-            ("expand all", lambda: self.regroup("expand")),
-            ("health check", self.health_check), ("export", self.export),
-        ]
+        actions = self.actions()
         weights = [3, 3, 1, 1, 1, 5, 3, 2, 2, 4, 4, 3, 2, 1, 3, 2, 1, 1, 2]
         end = time.monotonic() + seconds
         sequences = 0
@@ -385,16 +381,89 @@ class Walk:
                 if sequences == sequences_wanted:
                     break
                 sequences += 1
-                self.log = []
+                self.log, self.trail = [], []
                 if not name.startswith("open"):
-                    name, act = "open A", (lambda: self.open("A"))
+                    name, act = "open A", (lambda a: self.open("A"))
             self.log.append(name)
+            self.arg = None
             try:
-                act()
+                act(None)
+                self.trail.append((name, self.arg))
                 self.check()
             except BaseException as exc:
-                raise AssertionError(f"seed {SEED}: after {' → '.join(self.log)}: {exc}") from exc
+                if len(self.trail) < len(self.log):
+                    self.trail.append((name, self.arg))
+                sequence = list(self.trail)
+                short = shortest(sequence, self.fails, SHRINK_SECONDS)
+                raise AssertionError(f"seed {SEED}: after {' → '.join(self.log)}: {exc}\n"
+                                     f"shortest replay that fails: {replay_text(short)}") from exc
         return sequences
+
+    def actions(self) -> list[tuple[str, object]]:
+        """(name, act(arg)): ``arg`` None draws one (kept in ``self.arg``), else replays it."""
+        return [
+            ("open A", lambda a: self.open("A")), ("open B", lambda a: self.open("B")),
+            ("open failing", lambda a: self.open("failing")), ("open run file", lambda a: self.open("run")),
+            ("choose a recorded step", self.choose_step),
+            ("train 1-12", self.train), ("step", lambda a: self.step()),
+            ("start, pause", lambda a: self.start_pause()), ("stop", lambda a: self.stop()),
+            ("select param", lambda a: self.select("param", a)), ("select op", lambda a: self.select("op", a)),
+            ("select fold", lambda a: self.select("fold", a)), ("select group", lambda a: self.select("group", a)),
+            ("select none", lambda a: self.w.select_nodes([])),
+            ("fold", lambda a: self.regroup("fold")), ("unfold", lambda a: self.regroup("unfold")),
+            ("expand all", lambda a: self.regroup("expand")),
+            ("health check", lambda a: self.health_check()), ("export", lambda a: self.export()),
+        ]
+
+    def fails(self, sequence: list[tuple[str, object]]) -> bool:
+        """Replay ``sequence`` (it starts with an open: the window's state before it does not count)."""
+        table = dict(self.actions())
+        self.stop()
+        try:
+            for name, arg in sequence:
+                self.arg = None
+                table[name](arg)
+                self.check()
+        except BaseException:  # noqa: BLE001 - any failure of the replay is the failure sought
+            return True
+        return False
+
+
+def shortest(sequence: list, fails, seconds: float) -> list:
+    """The shortest sub-sequence found that still ``fails``: each action but the first (the open)
+    left out in turn, last first; one whose absence still fails stays out. Bounded by ``seconds``
+    (what is left then is returned as it is)."""
+    end = time.monotonic() + seconds
+    best = list(sequence)
+    i = len(best) - 1
+    while i >= 1 and time.monotonic() < end:
+        candidate = best[:i] + best[i + 1:]
+        if fails(candidate):
+            best = candidate
+        i -= 1
+    return best
+
+
+def replay_text(sequence: list) -> str:
+    return " → ".join(name if arg is None else f"{name} ({arg})" for name, arg in sequence)
+
+
+def test_shortest_keeps_only_what_the_failure_needs():
+    """The shrinker on a known failure: it fails exactly when 'step' comes before 'select op'."""
+    seq = [("open A", None), ("train 1-12", 3), ("step", None), ("select param", "p"), ("fold", None),
+           ("select op", "op:7"), ("export", None)]
+    calls = []
+
+    def fails(s):
+        calls.append(s)
+        names = [n for n, _ in s]
+        return "step" in names and "select op" in names and names.index("step") < names.index("select op")
+
+    assert fails(seq)
+    assert shortest(seq, fails, 60) == [("open A", None), ("step", None), ("select op", "op:7")]
+    assert len(calls) == 1 + len(seq) - 1
+    assert replay_text([("open A", None), ("train 1-12", 3)]) == "open A → train 1-12 (3)"
+    assert shortest(seq, lambda s: True, 0) == seq           # no time: the sequence as it is
 
 
 def oracle_total(graph) -> float | None:
