@@ -315,6 +315,13 @@ def test_rows_one_by_one_equal_batch_columns_and_torch(clip):
         assert [first.param_norms[i] for i in range(len(grads))] == pytest.approx(list(grads.values()), rel=1e-5)
 
 
+def _seeded_draw(seed):
+    from gradviz.core.runtime.random_state import seeded
+
+    with seeded(seed):                 # as a trace, replay or gradient check seeds
+        torch.rand(99)
+
+
 def test_training_keeps_its_random_stream_when_others_seed_between_steps(tmp_path):
     """A trace, replay or check seeding torch's generator on another thread between two training steps
     (the window's lanes do) leaves the run's dropout masks as they were: the losses equal an undisturbed
@@ -329,7 +336,7 @@ def test_training_keeps_its_random_stream_when_others_seed_between_steps(tmp_pat
             out.append(trainer.step().loss)
             if disturb:
                 import threading
-                t = threading.Thread(target=lambda: (torch.manual_seed(1000 + i), torch.rand(99)))
+                t = threading.Thread(target=lambda: _seeded_draw(1000 + i))
                 t.start()
                 t.join()
         return out

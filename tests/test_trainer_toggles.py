@@ -388,8 +388,8 @@ def test_toggles_on_a_transformers_model(tmp_path):
     ref.load_state_dict(tr.model.state_dict())
     ref.train()
     (ids,), y = script.get_batch(0)
-    torch.set_rng_state(tr.random_state.cpu)    # the trainer's own stream: the same dropout masks in both forwards
-    want = F.cross_entropy(ref(ids).logits, y, label_smoothing=0.1)
+    with torch.random.fork_rng(devices=[]):         # the trainer's stream, left for its step: the same dropout masks
+        want = F.cross_entropy(ref(ids).logits, y, label_smoothing=0.1)
     want.backward()
     pre = [p.grad.norm().item() for p in ref.parameters() if p.grad is not None]
     reference_agc(ref, 0.05, 1e-3, False)

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from gradviz.core.stats.adaptive_clip import AdaptiveClip
-from gradviz.core.runtime.random_state import OwnRandomState, exclusive
+from gradviz.core.runtime.random_state import OwnRandomState, seeded
 from gradviz.core.runtime.devices import available_devices, resolve_device, to_device
 from gradviz.core.train.label_smoothing import LabelSmoothing, id_roots, warn_no_node_norms
 from gradviz.core.trace.nodenorms import NodeNormSampler, prepare_inputs
@@ -91,9 +91,7 @@ class Trainer:
     def reset(self) -> None:
         """A fresh model and optimizer from the script (seeded), step 0."""
         cfg = self.config
-        with exclusive():
-            if cfg.seed is not None:
-                torch.manual_seed(cfg.seed)
+        with seeded(cfg.seed):
             model = self.script.new_model()
             self.random_state = OwnRandomState()    # a trace or replay seeding meanwhile does not change its steps
         model.to(self.device)
