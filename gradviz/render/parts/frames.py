@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from gradviz.core.trace.modules import prefixes
 from gradviz.render.parts.frame_bands import BAND, BandPart, area_path, banded, lines_path
+from gradviz.render.parts.frame_labels import plate
 from gradviz.render.parts.items import visible_area
 from gradviz.render.parts.scene_reads import PaintState
 from gradviz.render.primitives import frame_shapes as shapes
@@ -84,6 +85,15 @@ def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF]) -> list[Fr
     return frames
 
 
+def label_plates(frames: list[Frame]) -> list[tuple[float, float, float, float]]:
+    """The plate under each label of ``frames`` (every piece's), as painted (``frame_labels.plate``)."""
+    out = []
+    for f in frames:
+        width = style.text_width(f.label, LABEL_PX, 600)
+        out += [plate(p.left(), p.top(), width) for p in f.pieces]
+    return out
+
+
 class FrameItem(QGraphicsItem):
     """All frames of a scene in one item, painted outermost first under the edges.
 
@@ -141,7 +151,8 @@ class FrameItem(QGraphicsItem):
             if far:
                 continue
             label, width = self.frames[part.frame].label, self._widths[part.frame]
-            plates = [QRectF(p.x() - 3, p.y() - 10, width + 6, 13) for p in part.labels]
+            plates = [QRectF(QPointF(x0, y0), QPointF(x1, y1))
+                      for x0, y0, x1, y1 in (plate(p.x() - 5, p.y() - 12, width) for p in part.labels)]
             shown = [k for k, r in enumerate(plates) if r.intersects(exposed)]
             for k in shown:  # on a plate, so edges passing under do not cross the text
                 painter.fillRect(plates[k], plate)
