@@ -261,9 +261,11 @@ class Constraints:
 
 
 def constraints(clusters: Clusters, slot: Array, rank: Array, extents: tuple[Array, Array], dummy: Array,
-                root: Array, gap: float, pad: float, pad_step: float, cluster_gap: float) -> Constraints:
+                root: Array, gap: float, pad: float, pad_step: float, cluster_gap: float,
+                label_room: tuple[Array, Array] | None = None) -> Constraints:
     """The separation constraints of the x assignment (see the module docstring); ``extents``: each
-    vertex's reach left and right of its centre (a box with side boxes beside it reaches further)."""
+    vertex's reach left and right of its centre (a box with side boxes beside it reaches further);
+    ``label_room``: (room per cluster, which vertices an edge enters from above), see ``_label_room``."""
     nv = len(slot)
     chain = clusters.chain
     depth = chain.shape[1]
@@ -307,8 +309,27 @@ def constraints(clusters: Clusters, slot: Array, rank: Array, extents: tuple[Arr
         parts_i += [nv + 2 * p, nv + 2 * child + 1]
         parts_j += [nv + 2 * child, nv + 2 * p + 1]
         parts_s += [step, step]
+        if label_room is not None:
+            _label_room(clusters, slot, label_room, root, nv, parts_i, parts_j, parts_s)
     return Constraints(np.concatenate(parts_i), np.concatenate(parts_j), np.concatenate(parts_s),
                        nv + 2 * clusters.n)
+
+
+def _label_room(clusters: Clusters, slot: Array, label_room: tuple[Array, Array], root: Array, nv: int,
+                parts_i: list, parts_j: list, parts_s: list) -> None:
+    """A frame's label sits at its top-left, above its first row: every vertex of that row that an
+    edge enters from above keeps ``room`` right of the cluster's left border, so no edge runs down
+    through the label (the renderer moves the frame's left side out to the label's width,
+    ``render.parts.frames``, within that border)."""
+    room, entered = label_room
+    lo, _ = spans(clusters, slot)
+    v, d = np.nonzero(clusters.chain >= 0)
+    c = clusters.chain[v, d]
+    on = entered[v] & (lo[c] == slot[v]) & (room[c] > 0)
+    v, c = v[on], c[on]
+    parts_i.append(nv + 2 * c)
+    parts_j.append(root[v])
+    parts_s.append(room[c])
 
 
 def broken_frames(graph: nx.DiGraph, layout) -> list[str]:

@@ -289,19 +289,24 @@ def _with_placeholders(lay: _Layered, rank: Array, trunk: Array, clusters: cl.Cl
 
 
 def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
-           sizes: Mapping[Hashable, tuple[float, float]] | None = None) -> Layout:
+           sizes: Mapping[Hashable, tuple[float, float]] | None = None,
+           label_room: Mapping[str, float] | None = None) -> Layout:
     """Lay out ``graph`` top to bottom; see the module docstring for the pipeline.
 
     ``sizes``: (width, height) of each node's box, an input (the renderer measures its
     text); nodes it lacks fall back to ``node_size``. The cycle collector is paused meanwhile:
     the walks allocate lists by the ten thousand, and each full collection would re-scan the
-    caller's whole graph (a third of the time at 11,600 nodes)."""
+    caller's whole graph (a third of the time at 11,600 nodes).
+
+    ``label_room``: module path -> the width its frame's label takes at the frame's top-left (the
+    renderer measures it); the clustered layout keeps the edges entering the module's first row
+    that far right of its left border, so none runs through the label."""
     with gc_paused():
-        return _layout(graph, options, sizes)
+        return _layout(graph, options, sizes, label_room)
 
 
 def _layout(graph: nx.DiGraph, options: LayoutOptions | None,
-            sizes: Mapping[Hashable, tuple[float, float]] | None) -> Layout:
+            sizes: Mapping[Hashable, tuple[float, float]] | None, label_room: Mapping[str, float] | None) -> Layout:
     opts = options or LayoutOptions()
     nodes = list(graph.nodes)
     n = len(nodes)
@@ -323,7 +328,8 @@ def _layout(graph: nx.DiGraph, options: LayoutOptions | None,
     param = np.fromiter((graph.nodes[v].get("kind") == "param" for v in nodes), dtype=bool, count=n)
     sides = stub_sides.find(n, s2, d2, param, cl.build(graph, nodes).chain, size[:, 0], opts.node_gap, topo)
     if not sides.any:
-        return _layered(graph, nodes, edge_list, back, s2, d2, topo, size, opts, stub, (sides.left, sides.right))
+        return _layered(graph, nodes, edge_list, back, s2, d2, topo, size, opts, stub, (sides.left, sides.right),
+                        label_room=label_room)
     # the side chains leave the layering: their hosts are laid out as wider boxes
     keep = sides.host < 0
     new = np.cumsum(keep) - 1
@@ -333,7 +339,7 @@ def _layout(graph: nx.DiGraph, options: LayoutOptions | None,
     np.maximum.at(row_h, sides.host[~keep], size[~keep, 1])
     inner = _layered(graph, [nodes[i] for i in kept.tolist()], [e for e, k in zip(edge_list, on.tolist()) if k],
                      back[on], new[s2[on]], new[d2[on]], [new[v] for v in topo if keep[v]], size[keep], opts,
-                     stub[keep], (sides.left[keep], sides.right[keep]), row_h[keep])
+                     stub[keep], (sides.left[keep], sides.right[keep]), row_h[keep], label_room)
     return _with_sides(inner, nodes, edge_list, s2, d2, back, size, sides)
 
 
@@ -361,7 +367,7 @@ def _with_sides(inner: Layout, nodes: list, edge_list: list, s2: Array, d2: Arra
 
 def _layered(graph: nx.DiGraph, nodes: list, edge_list: list, back: Array, s2: Array, d2: Array, topo: list[int],
              size: Array, opts: LayoutOptions, stub: Array | None = None, extents: tuple[Array, Array] | None = None,
-             row_h: Array | None = None) -> Layout:
+             row_h: Array | None = None, label_room: Mapping[str, float] | None = None) -> Layout:
     """Layers, order, x and y of ``nodes`` (edges ``s2 -> d2``, a DAG; ``back``: reversed edges).
     With ``stub`` (the parameter branches) the layout is clustered; ``extents``: each box's (left,
     right) extent from its centre, wider than its size where side boxes sit beside it; ``row_h``:
@@ -397,7 +403,10 @@ def _layered(graph: nx.DiGraph, nodes: list, edge_list: list, back: Array, s2: A
         v_stub = np.zeros(nv, dtype=bool)
         v_stub[:n] = stub
         v_stub[n:n + len(left)] = np.repeat(stub[s2], k)
-        clustered = (clusters, opts, reach, v_stub)
+        room = None
+        if label_room:
+            room = np.asarray([float(label_room.get(name, 0.0)) for name in clusters.names])
+        clustered = (clusters, opts, reach, v_stub, room)
     else:
         vmod, modules = _vertex_modules(graph, nodes, s2, d2, lay, opts.group_by_module)
         groups = module_groups(vmod, modules) if opts.group_by_module else []
@@ -410,7 +419,7 @@ def _layered(graph: nx.DiGraph, nodes: list, edge_list: list, back: Array, s2: A
     else:
         lo_ext, hi_ext = np.concatenate([extents[0], zeros]), np.concatenate([extents[1], zeros])
     if clustered is not None:
-        clustered = clustered + ((lo_ext, hi_ext),)
+        clustered = clustered[:4] + ((lo_ext, hi_ext), clustered[4])
     x = assign_x(lay.slot, rank, lay.up, lay.low, lo_ext + hi_ext, n, trunk, opts.node_gap,
                  opts.x_passes, clustered)
     x = _place_components(x, lo_ext, hi_ext, lay.comp, opts.component_gap)

@@ -9,7 +9,8 @@ a row beside the op they feed, joined by horizontal edges, inside the same modul
 parameter with no edge at all (frozen, unused) sits beside the first op of its module.
 
 The layered layout then sees the op as one wider box with a left and a right extent (``Sides``).
-Which side: the longer chains first, each to the side with less width so far (right on a tie), so
+Which side: the longer chains first, each to the side with less width so far (left on a tie: the
+frame's label, at its top-left, then lies over parameters, not over the edge coming into the op), so
 the op stays near the middle of its row. Pure numpy and O(nodes + edges) Python walks.
 """
 from __future__ import annotations
@@ -94,7 +95,7 @@ def find(n: int, src: Array, dst: Array, param: Array, chain: Array, width: Arra
     for h, group in by_host.items():
         group.sort(key=lambda c: -float(width[c].sum()))   # stable: ties keep the inputs' order
         for nodes in group:
-            to_right = right[h] <= left[h]
+            to_right = right[h] < left[h]
             edge = right[h] if to_right else left[h]
             for v in nodes:
                 centre = edge + gap + width[v] / 2

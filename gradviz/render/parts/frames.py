@@ -23,12 +23,13 @@ from gradviz.render.parts.frame_bands import BAND, BandPart, area_path, banded, 
 from gradviz.render.parts.frame_labels import plate
 from gradviz.render.parts.items import visible_area
 from gradviz.render.parts.scene_reads import PaintState
+from gradviz.render.primitives import frame_room as room
 from gradviz.render.primitives import frame_shapes as shapes
 from gradviz.render.primitives import style
 from gradviz.render.primitives.far_labels import MIN_SCREEN_W, paint_far_label
-from gradviz.render.primitives.frame_nesting import framed_modules, nesting_heights, padding
+from gradviz.render.primitives.frame_nesting import (LABEL_PX, frame_label, framed_modules, nesting_heights,
+                                                     padding, room_for)
 
-LABEL_PX = 10
 FRAME_Z = -1.0
 # a module drawn open with more boxes than this gets no frame: its outline (a union of one strip
 # per row, simplified) grows super-linearly (an unrolled RNN cell over 2,000 steps: 20,000 rows,
@@ -55,33 +56,51 @@ class Frame:
         return [QPointF(b.left() + 5, b.top() + 12) for b in self.pieces]
 
 
-def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF]) -> list[Frame]:
-    """Frames of the modules drawn open in ``graph`` (a view), outermost first."""
+def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF], rows_in: room.Entries | None = None
+                 ) -> list[Frame]:
+    """Frames of the modules drawn open in ``graph`` (a view), outermost first. ``rows_in``: where
+    edges come into each row from above (``frame_room.entries``): a rectangular frame is widened so
+    its label lies left of them (``frame_room.widened``)."""
     members = framed_modules(graph)
     if not members:
         return []
-    modules_info = graph.graph.get("modules", {})
     heights = nesting_heights(list(members))
     rows = shapes.Rows([(r.left(), r.top(), r.right(), r.bottom()) for r in rects])
+    boxes: dict[str, tuple] = {}       # a rectangular frame's box, for the frame holding it
+    children: dict[str, list[str]] = {}
+    for module in members:
+        parent = module.rpartition(".")[0]
+        while parent and parent not in members:
+            parent = parent.rpartition(".")[0]
+        if parent:
+            children.setdefault(parent, []).append(module)
     frames = []
-    for module in sorted(members, key=lambda p: (p.count("."), p)):
+    for module in sorted(members, key=lambda p: (-p.count("."), p)):     # innermost first
         inside = {index[n] for n in members[module] if n in index}
         if not inside or len(inside) > MAX_FRAMED:
             continue
-        box = shapes.rectangle(rows, inside, padding(heights[module]))
+        pad = padding(heights[module])
+        box = shapes.rectangle(rows, inside, pad)
         if box is not None:   # the layout keeps modules apart (``core/layout/clusters``): one rectangle
+            held = [(boxes[c], pad[0] - padding(heights[c])[0]) for c in children.get(module, ()) if c in boxes]
+            label = frame_label(graph, module)
+            need = room_for(style.text_width(label, LABEL_PX, 600))
+            for c, step in held:
+                box = room.widened(rows, inside, box, [c], step, 0.0, {})
+            box = room.widened(rows, inside, box, [], 0.0, need, rows_in or {})
+            boxes[module] = box
             rects, segments, frame_pieces = [box], shapes.box_outline(box), [box]
         else:
-            stack = shapes.bands(rows, inside, padding(heights[module]))
+            stack = shapes.bands(rows, inside, pad)
             rects = [(x0, band.top, x1, band.bottom) for band in stack for x0, x1 in band.spans]
             segments, frame_pieces = shapes.outline(stack), shapes.pieces(stack)
         fill, line = area_path(rects), lines_path(segments)
-        mtype = (modules_info.get(module) or {}).get("type") or ""
         outermost = not any(p in members for p in prefixes(module)[:-1])
-        frames.append(Frame(module, f"{module} · {mtype}" if mtype else module, module.count(".") + 1,
+        frames.append(Frame(module, frame_label(graph, module), module.count(".") + 1,
                             heights[module], fill, line,
                             [QRectF(QPointF(x0, y0), QPointF(x1, y1)) for x0, y0, x1, y1 in frame_pieces],
                             outermost, rects, segments))
+    frames.sort(key=lambda f: (f.depth - 1, f.module))     # outermost first, as they are painted
     return frames
 
 
