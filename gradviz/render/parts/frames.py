@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from gradviz.core.trace.modules import prefixes
 from gradviz.render.parts.frame_bands import BAND, BandPart, area_path, banded, lines_path
-from gradviz.render.parts.frame_labels import plate
+from gradviz.render.parts.frame_labels import plate as label_plate
 from gradviz.render.parts.items import visible_area
 from gradviz.render.parts.scene_reads import PaintState
 from gradviz.render.primitives import frame_room as room
@@ -109,7 +109,7 @@ def label_plates(frames: list[Frame]) -> list[tuple[float, float, float, float]]
     out = []
     for f in frames:
         width = style.text_width(f.label, LABEL_PX, 600)
-        out += [plate(p.left(), p.top(), width) for p in f.pieces]
+        out += [label_plate(p.left(), p.top(), width) for p in f.pieces]
     return out
 
 
@@ -171,7 +171,7 @@ class FrameItem(QGraphicsItem):
                 continue
             label, width = self.frames[part.frame].label, self._widths[part.frame]
             plates = [QRectF(QPointF(x0, y0), QPointF(x1, y1))
-                      for x0, y0, x1, y1 in (plate(p.x() - 5, p.y() - 12, width) for p in part.labels)]
+                      for x0, y0, x1, y1 in (label_plate(p.x() - 5, p.y() - 12, width) for p in part.labels)]
             shown = [k for k, r in enumerate(plates) if r.intersects(exposed)]
             for k in shown:  # on a plate, so edges passing under do not cross the text
                 painter.fillRect(plates[k], plate)
