@@ -10,7 +10,8 @@ Per graph, in the same run:
 - edge crossings and total edge length of the clustered layout over today's;
 - layout time, best of ``--rounds`` (today's and the clustered one alternately), and dot's;
 - frame labels under an edge or a box (``labels_covered``), today's and the clustered layout's, in
-  the scene an export draws (``--no-labels`` leaves that out: it builds two scenes per graph).
+  the scene an export draws, laid out as the export does (``--no-labels`` leaves that out: it lays
+  out and builds two more scenes per graph).
 
 "Today's layout" is ``LayoutOptions(clusters=False)``: the code path main runs (layers, ordering
 and x assignment unchanged there); the clustered layout is the default, given the frames' label
@@ -72,13 +73,16 @@ def crossings(graph, lay) -> int:
     return int(_inversions(rank))
 
 
-def labels_covered(graph, lay) -> tuple[int, int]:
-    """(frame labels under an edge's drawn curve or a box, labels) in the scene the export draws of
-    ``lay`` (``render.parts.frame_labels``)."""
+def labels_covered(graph, opts) -> tuple[int, int]:
+    """(frame labels under an edge's drawn curve or a box, labels) in the scene an export draws with
+    ``opts`` (``style.layout_graph``: room between layers for nested labels, the labels' widths;
+    ``render.parts.frame_labels``)."""
     from gradviz.render.export.image_export import scene_for
     from gradviz.render.parts.frame_labels import covered, curve_segments
     from gradviz.render.parts.frames import label_plates
+    from gradviz.render.primitives.style import layout_graph
 
+    lay = layout_graph(graph, opts)
     scene = scene_for(graph, layout=lay)
     plates = np.asarray(label_plates(scene.frames), dtype=float).reshape(-1, 4)
     boxes = np.asarray([(r.left(), r.top(), r.right(), r.bottom()) for r in scene.rects], dtype=float).reshape(-1, 4)
@@ -161,7 +165,7 @@ def main() -> None:
         cr = c_new / c_old if c_old else (1.0 if c_new == 0 else math.inf)
         labels_old = labels_new = (0, 0)
         if not args.no_labels:
-            labels_old, labels_new = labels_covered(g, lay_old), labels_covered(g, lay_new)
+            labels_old, labels_new = labels_covered(g, old_opts), labels_covered(g, new_opts)
         dot_t = f">{args.dot_timeout:.0f}s" if t_dot == math.inf else f"{t_dot:.3f}"
         dot_r = f">{args.dot_timeout / t_new:.0f}x" if t_dot == math.inf else f"{t_dot / t_new:.1f}x"
         print(f"{name[:34]:34} {len(g):6d} {f'{b_old}/{b_new}/{dot_broken}':>19} "
