@@ -1,6 +1,7 @@
 """Layered (Sugiyama-style) layout of a DAG, top to bottom, without Graphviz.
 
-Pipeline: index nodes -> break cycles (DFS back edges are reversed) -> layers (longest
+Pipeline: index nodes -> break cycles (DFS back edges are reversed) -> (clustered: a parameter's
+chain leaves the graph, to sit beside the op it feeds, ``stub_sides``) -> layers (longest
 path, then leaves such as parameters are pulled down to sit right above their consumer)
 -> dummy vertices on long edges -> crossing reduction (``layout_order``) -> x by
 neighbour pulls with order-preserving compaction -> y per layer -> edge polylines.
@@ -340,29 +341,7 @@ def _layout(graph: nx.DiGraph, options: LayoutOptions | None,
     inner = _layered(graph, [nodes[i] for i in kept.tolist()], [e for e, k in zip(edge_list, on.tolist()) if k],
                      back[on], new[s2[on]], new[d2[on]], [new[v] for v in topo if keep[v]], size[keep], opts,
                      stub[keep], (sides.left[keep], sides.right[keep]), row_h[keep], label_room)
-    return _with_sides(inner, nodes, edge_list, s2, d2, back, size, sides)
-
-
-def _with_sides(inner: Layout, nodes: list, edge_list: list, s2: Array, d2: Array, back: Array, size: Array,
-                sides: stub_sides.Sides) -> Layout:
-    """``inner`` (the layout without the side chains) with each side box beside its host, in its row,
-    and their edges horizontal, from side to side."""
-    pos, sizes, layer, edges = dict(inner.pos), dict(inner.size), dict(inner.layer), dict(inner.edges)
-    hosts = sides.host.tolist()
-    for i in np.flatnonzero(sides.host >= 0).tolist():
-        hx, hy = pos[nodes[hosts[i]]]
-        pos[nodes[i]] = (hx + float(sides.offset[i]), hy)
-        sizes[nodes[i]] = (float(size[i, 0]), float(size[i, 1]))
-        layer[nodes[i]] = layer[nodes[hosts[i]]]
-    for e in np.flatnonzero((sides.host[s2] >= 0) | (sides.host[d2] >= 0)).tolist():
-        a, b = nodes[s2[e]], nodes[d2[e]]
-        (ax, ay), (bx, by) = pos[a], pos[b]
-        toward = 1.0 if bx >= ax else -1.0
-        pts = [(ax + toward * sizes[a][0] / 2, ay), (bx - toward * sizes[b][0] / 2, by)]
-        edges[edge_list[e]] = pts[::-1] if back[e] else pts
-    xs = np.asarray([pos[v][0] for v in nodes])
-    right = float(np.max(xs + size[:, 0] / 2))
-    return Layout(pos, sizes, edges, layer, max(right, inner.width), inner.height, inner.n_dummies)
+    return stub_sides.placed(inner, nodes, edge_list, s2, d2, back, size, sides)
 
 
 def _layered(graph: nx.DiGraph, nodes: list, edge_list: list, back: Array, s2: Array, d2: Array, topo: list[int],

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradviz.core.layout.types import Layout
+
 Array = np.ndarray
 
 MAX_CHAIN = 3   # longer branches stay in layers of their own: a row of four boxes is wide enough
@@ -106,3 +108,27 @@ def find(n: int, src: Array, dst: Array, param: Array, chain: Array, width: Arra
             else:
                 left[h] = edge
     return Sides(host, offset, left, right)
+
+
+def placed(inner: Layout, nodes: list, edge_list: list, s2: Array, d2: Array, back: Array, size: Array,
+           sides: Sides) -> Layout:
+    """``inner`` (the layout without the side chains) with each side box beside its host, in its row,
+    and their edges horizontal, from side to side."""
+    pos, sizes, layer, edges = dict(inner.pos), dict(inner.size), dict(inner.layer), dict(inner.edges)
+    hosts = sides.host.tolist()
+    for i in np.flatnonzero(sides.host >= 0).tolist():
+        hx, hy = pos[nodes[hosts[i]]]
+        pos[nodes[i]] = (hx + float(sides.offset[i]), hy)
+        sizes[nodes[i]] = (float(size[i, 0]), float(size[i, 1]))
+        layer[nodes[i]] = layer[nodes[hosts[i]]]
+    for e in np.flatnonzero((sides.host[s2] >= 0) | (sides.host[d2] >= 0)).tolist():
+        a, b = nodes[s2[e]], nodes[d2[e]]
+        (ax, ay), (bx, by) = pos[a], pos[b]
+        toward = 1.0 if bx >= ax else -1.0
+        pts = [(ax + toward * sizes[a][0] / 2, ay), (bx - toward * sizes[b][0] / 2, by)]
+        edges[edge_list[e]] = pts[::-1] if back[e] else pts
+    xs = np.asarray([pos[v][0] for v in nodes])
+    right = float(np.max(xs + size[:, 0] / 2))
+    in_order = [edge_list[e] for e in range(len(edge_list))]      # the graph's node and edge order
+    return Layout({v: pos[v] for v in nodes}, {v: sizes[v] for v in nodes}, {e: edges[e] for e in in_order},
+                  {v: layer[v] for v in nodes}, max(right, inner.width), inner.height, inner.n_dummies)
