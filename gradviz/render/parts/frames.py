@@ -14,12 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import networkx as nx
+import numpy as np
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from gradviz.core.trace.modules import prefixes
 from gradviz.render.parts.frame_bands import BAND, BandPart, area_path, banded, lines_path
+from gradviz.render.parts.frame_labels import covered
 from gradviz.render.parts.frame_labels import plate as label_plate
 from gradviz.render.parts.items import visible_area
 from gradviz.render.parts.scene_reads import PaintState
@@ -49,11 +51,13 @@ class Frame:
     outermost: bool = False  # no framed module holds it (labelled when zoomed far out)
     rects: list[tuple[float, float, float, float]] = field(default_factory=list)     # ``path``'s rectangles
     segments: list[tuple[float, float, float, float]] = field(default_factory=list)  # ``outline``'s lines
+    label_dx: list[float] = field(default_factory=list)   # per piece: the label moved right (``place_labels``)
 
     @property
     def label_at(self) -> list[QPointF]:
         """Baseline start of the label on each piece (scene coordinates)."""
-        return [QPointF(b.left() + 5, b.top() + 12) for b in self.pieces]
+        dx = self.label_dx or [0.0] * len(self.pieces)
+        return [QPointF(b.left() + 5 + d, b.top() + 12) for b, d in zip(self.pieces, dx)]
 
 
 def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF], rows_in: room.Entries | None = None
@@ -109,8 +113,37 @@ def label_plates(frames: list[Frame]) -> list[tuple[float, float, float, float]]
     out = []
     for f in frames:
         width = style.text_width(f.label, LABEL_PX, 600)
-        out += [label_plate(p.left(), p.top(), width) for p in f.pieces]
+        out += [label_plate(p.x() - 5, p.y() - 12, width) for p in f.label_at]
     return out
+
+
+def place_labels(frames: list[Frame], curves, boxes) -> None:
+    """A label that an edge's drawn curve or a box still covers at its frame's top-left (an edge
+    coming in steeply across stacked labels, a long one drawn straight) goes to the top-right of its
+    piece instead, where that spot is clear and the piece wide enough (``curves``:
+    ``frame_labels.curve_segments``, ``boxes``: (k, 4) left, top, right, bottom)."""
+    plates = np.asarray(label_plates(frames), dtype=float).reshape(-1, 4)
+    hit = np.flatnonzero(covered(plates, curves, boxes))
+    if len(hit) == 0:
+        return
+    where = [(f, k) for f in frames for k in range(len(f.pieces))]
+    moved = []
+    for i in hit.tolist():
+        f, k = where[i]
+        piece = f.pieces[k]
+        dx = piece.width() - (plates[i, 2] - plates[i, 0]) - 4.0    # the plate 2 px in from the right side
+        if dx > 0:
+            moved.append((i, dx))
+    if not moved:
+        return
+    alt = plates[[i for i, _ in moved]] + np.asarray([[dx, 0.0, dx, 0.0] for _, dx in moved])
+    clear = ~covered(alt, curves, boxes)
+    for (i, dx), ok in zip(moved, clear.tolist()):
+        if ok:
+            f, k = where[i]
+            if not f.label_dx:
+                f.label_dx = [0.0] * len(f.pieces)
+            f.label_dx[k] = dx
 
 
 class FrameItem(QGraphicsItem):

@@ -26,7 +26,8 @@ from gradviz.core.layout.box_facts import box_facts
 from gradviz.core.layout.types import Layout
 from gradviz.core.output.marks import Marks
 from gradviz.render.parts.edges import build_edges
-from gradviz.render.parts.frames import Frame, FrameItem, build_frames
+from gradviz.render.parts.frame_labels import curve_segments
+from gradviz.render.parts.frames import Frame, FrameItem, build_frames, place_labels
 from gradviz.render.primitives.frame_room import entries
 from gradviz.render.parts.items import NodeBatch, NodeItem, build_node_batches
 from gradviz.render.parts.node_colors import NodeColors
@@ -171,6 +172,9 @@ class GraphScene(QGraphicsScene):
         bounds = build_node_batches(self)
         build_edges(self, graph, layout)
         self.frames = build_frames(graph, self.index, self.rects, self._rows_entered(layout))
+        if self.frames:
+            boxes = np.asarray([(r.left(), r.top(), r.right(), r.bottom()) for r in self.rects]).reshape(-1, 4)
+            place_labels(self.frames, curve_segments(list(layout.edges.values())), boxes)
         if self.frames:     # the item kept: PySide6 6.11 frees an item only a scene holds on parentItem()
             self.frame_item = FrameItem(self, self.frames)
             self.addItem(self.frame_item)
