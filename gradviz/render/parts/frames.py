@@ -3,9 +3,11 @@
 A module drawn open (its nodes on their own, or its sub-modules as boxes) keeps a frame
 around everything it holds, so module boundaries stay visible after expanding. Where no other
 box lies inside the padded bounding box of its boxes (the clustered layout's promise) the frame
-is that rectangle. Otherwise it is one padded strip per layer over each run of the module's boxes, joined across the gaps
-between layers where no other box is in the way (``frame_shapes``): it follows the
-module's shape instead of a bounding box that would cover its neighbours' boxes. Outer
+is that rectangle, its left side moved out so the label at its top-left lies left of the first edge
+coming into its first row (``frame_room``; the layout keeps that room), the label moved to the
+top-right where an edge still crosses it (``place_labels``). Otherwise it is one padded strip per
+layer over each run of the module's boxes, joined across the gaps between layers where no other
+box is in the way (``frame_shapes``): it follows the module's shape instead of a bounding box that would cover its neighbours' boxes. Outer
 modules get wider padding than the modules inside them, so frames nest (``frame_nesting``:
 which modules are framed and how deep).
 """
