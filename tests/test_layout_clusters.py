@@ -195,11 +195,11 @@ def test_edges_slant_no_more_than_todays(name, traced):
 
 
 def covered_labels(graph, opts=None, short_only: bool = False) -> tuple[list[str], int]:
-    """Frame labels under an edge's drawn curve or a box in the exported scene (``frame_labels``);
+    """Frame labels under an edge's drawn curve, a box or another label in the exported scene (``frame_labels``);
     ``short_only``: counting only edges with bend points (a longer one is drawn straight over
     everything, ``LayoutOptions.max_span``)."""
     from gradviz.render.export.image_export import scene_for
-    from gradviz.render.parts.frame_labels import covered, curve_segments
+    from gradviz.render.parts.frame_labels import covered, curve_segments, overlaps
     from gradviz.render.parts.frames import label_plates
     from gradviz.render.primitives.style import layout_graph
 
@@ -210,6 +210,8 @@ def covered_labels(graph, opts=None, short_only: bool = False) -> tuple[list[str
     plates = np.asarray(label_plates(scene.frames), dtype=float).reshape(-1, 4)
     boxes = np.asarray([(r.left(), r.top(), r.right(), r.bottom()) for r in scene.rects]).reshape(-1, 4)
     hit = covered(plates, curve_segments(edges), boxes)
+    a, _ = overlaps(plates)     # under another frame's label (nested frames sharing a top-left)
+    hit[a] = True
     names = [f.module for f in scene.frames for _ in f.pieces]
     return [names[k] for k in np.flatnonzero(hit)], len(plates)
 

@@ -7,6 +7,8 @@ tests and ``benchmarks/bench_clusters.py``. No Qt: plain numbers, whole-array nu
 """
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 
 Array = np.ndarray
@@ -23,15 +25,16 @@ def plate(left: float, top: float, text_width: float) -> tuple[float, float, flo
 def curve_segments(polylines: list[list[tuple[float, float]]]) -> Array:
     """(k, 4) segments x0, y0, x1, y1 of the edges' drawn curves: each polyline segment's cubic with
     vertical tangents (control points half its height away), flattened."""
-    starts, ends = [], []
-    for pts in polylines:
-        if len(pts) >= 2:
-            p = np.asarray(pts, dtype=float)
-            starts.append(p[:-1])
-            ends.append(p[1:])
-    if not starts:
+    lens = np.fromiter((len(p) for p in polylines), dtype=np.int64, count=len(polylines))
+    if int(lens.sum()) == 0:
         return np.zeros((0, 4))
-    a, b = np.concatenate(starts), np.concatenate(ends)
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(polylines)), dtype=float,
+                       count=2 * int(lens.sum())).reshape(-1, 2)
+    last = np.cumsum(lens) - 1                     # each polyline's last point starts no segment
+    starts = np.ones(len(flat), dtype=bool)
+    starts[last[lens > 0]] = False
+    k = np.flatnonzero(starts)
+    a, b = flat[k], flat[k + 1]
     dy = (b[:, 1] - a[:, 1]) * 0.5
     t = np.linspace(0.0, 1.0, CURVE_STEPS + 1)[None, :]
     mt = 1.0 - t
@@ -43,7 +46,8 @@ def curve_segments(polylines: list[list[tuple[float, float]]]) -> Array:
 
 
 def _pairs(plates: Array, lo: Array, hi: Array) -> tuple[Array, Array]:
-    """(plate, item) index pairs whose y ranges share a bucket (items spanning ``lo``..``hi`` in y)."""
+    """(plate, item) index pairs whose y ranges share a bucket (items spanning ``lo``..``hi`` in y),
+    some more than once."""
     if len(plates) == 0 or len(lo) == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     b0, b1 = np.floor(lo / BUCKET).astype(np.int64), np.floor(hi / BUCKET).astype(np.int64)
@@ -53,17 +57,20 @@ def _pairs(plates: Array, lo: Array, hi: Array) -> tuple[Array, Array]:
     o = np.argsort(bucket, kind="stable")
     bucket, item = bucket[o], item[o]
     pp, ii = [], []
-    for edge in (plates[:, 1], plates[:, 3]):
-        pb = np.floor(edge / BUCKET).astype(np.int64)
+    top = np.floor(plates[:, 1] / BUCKET).astype(np.int64)
+    bottom = np.floor(plates[:, 3] / BUCKET).astype(np.int64)
+    # a plate (13 px) meets one bucket or two; a pair may come twice (an item in both), which only
+    # repeats a test
+    two = np.flatnonzero(bottom != top)
+    for which, pb in ((np.arange(len(plates)), top), (two, bottom[two])):
         first = np.searchsorted(bucket, pb, side="left")
         last = np.searchsorted(bucket, pb, side="right")
         n = last - first
-        p = np.repeat(np.arange(len(plates)), n)
+        p = np.repeat(which, n)
         k = np.repeat(first, n) + (np.arange(len(p)) - np.repeat(np.cumsum(n) - n, n))
         pp.append(p)
         ii.append(item[k])
-    key = np.unique(np.concatenate(pp) * (len(lo) + 1) + np.concatenate(ii))
-    return key // (len(lo) + 1), key % (len(lo) + 1)
+    return np.concatenate(pp), np.concatenate(ii)
 
 
 def covered(plates: Array, segments: Array, boxes: Array, slack: float = 0.5) -> Array:
@@ -94,3 +101,14 @@ def covered(plates: Array, segments: Array, boxes: Array, slack: float = 0.5) ->
         hit = ok & (t0 <= t1)
         out[p[hit]] = True
     return out
+
+
+def overlaps(plates: Array, slack: float = 0.5) -> tuple[Array, Array]:
+    """Pairs (a, b), a != b, of plates that overlap (each pair both ways)."""
+    if len(plates) < 2:
+        none = np.zeros(0, dtype=np.int64)
+        return none, none
+    r = plates + np.array([slack, slack, -slack, -slack])
+    a, b = _pairs(r, r[:, 1], r[:, 3])
+    hit = (a != b) & (r[b, 0] < r[a, 2]) & (r[b, 2] > r[a, 0]) & (r[b, 1] < r[a, 3]) & (r[b, 3] > r[a, 1])
+    return a[hit], b[hit]

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import QGraphicsItem, QStyleOptionGraphicsItem
 
 from gradviz.core.trace.modules import prefixes
 from gradviz.render.parts.frame_bands import BAND, BandPart, area_path, banded, lines_path
-from gradviz.render.parts.frame_labels import covered
+from gradviz.render.parts.frame_labels import covered, overlaps
 from gradviz.render.parts.frame_labels import plate as label_plate
 from gradviz.render.parts.items import visible_area
 from gradviz.render.parts.scene_reads import PaintState
@@ -110,25 +110,69 @@ def build_frames(graph: nx.DiGraph, index: dict, rects: list[QRectF], rows_in: r
     return frames
 
 
-def label_plates(frames: list[Frame]) -> list[tuple[float, float, float, float]]:
-    """The plate under each label of ``frames`` (every piece's), as painted (``frame_labels.plate``)."""
+def label_plates(frames: list[Frame], widths: list[float] | None = None) -> list[tuple[float, float, float, float]]:
+    """The plate under each label of ``frames`` (every piece's), as painted (``frame_labels.plate``);
+    ``widths``: the labels' text widths, when known."""
     out = []
-    for f in frames:
-        width = style.text_width(f.label, LABEL_PX, 600)
-        out += [label_plate(p.x() - 5, p.y() - 12, width) for p in f.label_at]
+    for k, f in enumerate(frames):
+        width = style.text_width(f.label, LABEL_PX, 600) if widths is None else widths[k]
+        dx = f.label_dx or [0.0] * len(f.pieces)      # as ``label_at``, without a QPointF each
+        out += [label_plate(p.left() + d, p.top(), width) for p, d in zip(f.pieces, dx)]
     return out
 
 
 def place_labels(frames: list[Frame], curves, boxes) -> None:
     """A label that an edge's drawn curve or a box still covers at its frame's top-left (an edge
     coming in steeply across stacked labels, a long one drawn straight) goes to the top-right of its
-    piece instead, where that spot is clear and the piece wide enough (``curves``:
-    ``frame_labels.curve_segments``, ``boxes``: (k, 4) left, top, right, bottom)."""
-    plates = np.asarray(label_plates(frames), dtype=float).reshape(-1, 4)
+    piece instead, where that spot is clear and the piece wide enough; then labels of nested frames
+    that share a top-left are put side by side (``_after_inner_labels``). ``curves``:
+    ``frame_labels.curve_segments``, ``boxes``: (k, 4) left, top, right, bottom."""
+    widths = [style.text_width(f.label, LABEL_PX, 600) for f in frames]
+    plates = np.asarray(label_plates(frames, widths), dtype=float).reshape(-1, 4)
     hit = np.flatnonzero(covered(plates, curves, boxes))
-    if len(hit) == 0:
-        return
     where = [(f, k) for f in frames for k in range(len(f.pieces))]
+    if len(hit):
+        _to_the_right(where, plates, hit, curves, boxes)
+    _after_inner_labels(frames, widths, where, curves, boxes)
+
+
+def _set_dx(frame: Frame, k: int, dx: float) -> None:
+    if not frame.label_dx:
+        frame.label_dx = [0.0] * len(frame.pieces)
+    frame.label_dx[k] = dx
+
+
+def _after_inner_labels(frames: list[Frame], widths: list[float], where: list, curves, boxes,
+                        rounds: int = 3) -> None:
+    """Nested frames past the padding's depth (``frame_nesting.MAX_LEVELS``) share their top-left: an
+    outer frame's label moves right, past the label of the frame inside it that it lies under, where
+    its piece is wide enough and the new spot is clear."""
+    for _ in range(rounds):
+        plates = np.asarray(label_plates(frames, widths), dtype=float).reshape(-1, 4)
+        a, b = overlaps(plates)
+        depth = np.asarray([f.depth for f, _ in where])
+        outer = depth[a] < depth[b]
+        a, b = a[outer], b[outer]      # a lies under b, the label of a frame inside a's
+        if len(a) == 0:
+            return
+        past = np.full(len(plates), -np.inf)
+        np.maximum.at(past, a, plates[b, 2] + 4.0)
+        todo = np.unique(a)
+        shift = past[todo] - plates[todo, 0]
+        alt = plates[todo] + np.stack([shift, np.zeros_like(shift), shift, np.zeros_like(shift)], axis=1)
+        right = np.asarray([where[i][0].pieces[where[i][1]].right() for i in todo.tolist()])
+        fits = alt[:, 2] <= right - 2.0
+        clear = fits & ~covered(alt, curves, boxes)
+        if not clear.any():
+            return
+        for i, s, ok in zip(todo.tolist(), shift.tolist(), clear.tolist()):
+            if ok:
+                f, k = where[i]
+                _set_dx(f, k, (f.label_dx[k] if f.label_dx else 0.0) + s)
+
+
+def _to_the_right(where: list, plates, hit, curves, boxes) -> None:
+    """Labels ``hit`` to the top-right of their pieces, where that is clear."""
     moved = []
     for i in hit.tolist():
         f, k = where[i]
@@ -142,10 +186,7 @@ def place_labels(frames: list[Frame], curves, boxes) -> None:
     clear = ~covered(alt, curves, boxes)
     for (i, dx), ok in zip(moved, clear.tolist()):
         if ok:
-            f, k = where[i]
-            if not f.label_dx:
-                f.label_dx = [0.0] * len(f.pieces)
-            f.label_dx[k] = dx
+            _set_dx(*where[i], dx)
 
 
 class FrameItem(QGraphicsItem):
