@@ -9,15 +9,16 @@ Per graph, in the same run:
   ``dot`` with nested ``subgraph cluster_*`` (how torchview draws modules);
 - edge crossings and total edge length of the clustered layout over today's;
 - layout time, best of ``--rounds`` (today's and the clustered one alternately), and dot's;
-- frame labels under an edge, a box or another frame's label (``labels_covered``), today's and the clustered layout's, in
-  the scene an export draws, laid out as the export does (``--no-labels`` leaves that out: it lays
-  out and builds two more scenes per graph).
+- frame labels under an edge, a box or another frame's label (``labels_covered``), today's and the
+  clustered layout's, in the scene an export draws, laid out as the export does (``--no-labels``
+  leaves that out: it lays out and builds two more scenes per graph).
 
 "Today's layout" is ``LayoutOptions(clusters=False)``: the code path main runs (layers, ordering
 and x assignment unchanged there); the clustered layout is the default, given the frames' label
-widths as the export gives them (``style.frame_label_room``; its time is in the clustered layout's). Crossings are counted the
-same way for all three: each edge's polyline is read at the centre line of every layer it spans,
-and two edges between the same two adjacent layers cross when their order flips.
+widths as the export gives them (``style.frame_label_room``; its time is in the clustered layout's).
+Crossings are counted the same way for all three: each edge's polyline is read at the centre line
+of every layer it spans, and two edges between the same two adjacent layers cross when their order
+flips.
 """
 from __future__ import annotations
 
@@ -74,8 +75,8 @@ def crossings(graph, lay) -> int:
 
 
 def labels_covered(graph, opts) -> tuple[int, int]:
-    """(frame labels under an edge's drawn curve, a box or another label, labels) in the scene an export draws with
-    ``opts`` (``style.layout_graph``: room between layers for nested labels, the labels' widths;
+    """(frame labels under an edge's drawn curve, a box or another label, labels) in the scene an
+    export draws with ``opts`` (``style.layout_graph``: room between layers for nested labels, the labels' widths;
     ``render.parts.frame_labels``)."""
     from gradviz.render.export.image_export import scene_for
     from gradviz.render.parts.frame_labels import covered, curve_segments, overlaps

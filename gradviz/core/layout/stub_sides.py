@@ -4,9 +4,10 @@ A module's band of layers starts at its first node; with a weight (and its trans
 their own above the op that reads it, every Linear adds two layers to the data path, and the edge
 into the module grows by as much (measured on the samples: 1.14x today's total edge length on
 average, 1.80x on ConvNeXt). Here a *side chain* (a parameter, then ops that only it feeds, each with
-one input and one consumer in the module, ending at the op where another input joins) leaves the layering: its boxes sit in
-a row beside the op they feed, joined by horizontal edges, inside the same module's frame. A
-parameter with no edge at all (frozen, unused) sits beside the first op of its module.
+one input and one consumer in the module, ending at the op where another input joins) leaves the
+layering: its boxes sit in a row beside the op they feed, joined by level edges, inside the same
+module's frame. A parameter with no edge at all (frozen, unused) sits beside the first op of its
+module.
 
 The layered layout then sees the op as one wider box with a left and a right extent (``Sides``).
 Which side: the longer chains first, each to the side with less width so far (left on a tie: the

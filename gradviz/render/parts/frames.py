@@ -7,9 +7,9 @@ is that rectangle, its left side moved out so the label at its top-left lies lef
 coming into its first row (``frame_room``; the layout keeps that room), the label moved to the
 top-right where an edge still crosses it (``place_labels``). Otherwise it is one padded strip per
 layer over each run of the module's boxes, joined across the gaps between layers where no other
-box is in the way (``frame_shapes``): it follows the module's shape instead of a bounding box that would cover its neighbours' boxes. Outer
-modules get wider padding than the modules inside them, so frames nest (``frame_nesting``:
-which modules are framed and how deep).
+box is in the way (``frame_shapes``): it follows the module's shape instead of a bounding box that
+would cover its neighbours' boxes. Outer modules get wider padding than the modules inside them, so
+frames nest (``frame_nesting``: which modules are framed and how deep).
 """
 from __future__ import annotations
 
