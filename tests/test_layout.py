@@ -45,6 +45,12 @@ def check_layout(graph: nx.DiGraph, result: Layout, opts: LayoutOptions | None =
     for (u, v), pts in result.edges.items():
         (xu, yu), (xv, yv) = result.pos[u], result.pos[v]
         hu, hv = result.size[u][1], result.size[v][1]
+        if result.layer[u] == result.layer[v]:   # a parameter's chain beside its op: level, side to side
+            toward = 1 if xv > xu else -1
+            assert pts == [pytest.approx((xu + toward * result.size[u][0] / 2, yu)),
+                           pytest.approx((xv - toward * result.size[v][0] / 2, yv))]
+            assert yu == yv
+            continue
         if result.layer[u] < result.layer[v]:
             assert pts[0] == pytest.approx((xu, yu + hu / 2))
             assert pts[-1] == pytest.approx((xv, yv - hv / 2))
@@ -87,15 +93,39 @@ def test_node_size_from_attributes_and_label():
 
 
 def test_edges_point_down_and_params_sit_above_their_op():
+    """Today's layout (no clusters): every parameter in the layer right above its first consumer."""
     g = synthetic_gpt_graph(2)
-    result = layout(g)
-    check_layout(g, result)
+    opts = LayoutOptions(clusters=False)
+    result = layout(g, opts)
+    check_layout(g, result, opts)
     for u, v in g.edges:
         assert result.layer[u] < result.layer[v]
     for v, attrs in g.nodes(data=True):
         if attrs["kind"] == "param":
             succ_layers = [result.layer[s] for s in g.successors(v)]
             assert result.layer[v] == min(succ_layers) - 1
+    # the loss is at the bottom, its box lowest
+    loss = next(v for v, a in g.nodes(data=True) if a["kind"] == "loss")
+    assert result.layer[loss] == max(result.layer.values())
+
+
+def test_clustered_params_sit_beside_their_op():
+    """The clustered layout: a parameter with one consumer in its module (through ops only it feeds,
+    a weight's transpose) sits in its op's row, beside it (``stub_sides``); edges otherwise point down."""
+    g = synthetic_gpt_graph(2)
+    result = layout(g)
+    check_layout(g, result)
+    beside = 0
+    for u, v in g.edges:
+        assert result.layer[u] <= result.layer[v]
+        if result.layer[u] == result.layer[v]:
+            beside += 1
+            assert g.nodes[u]["module"] == g.nodes[v]["module"]
+    params = [v for v, a in g.nodes(data=True) if a["kind"] == "param"]
+    for v in params:
+        succ_layers = [result.layer[s] for s in g.successors(v)]
+        assert result.layer[v] in (min(succ_layers), min(succ_layers) - 1)
+    assert beside >= len(params) // 2
     # the loss is at the bottom, its box lowest
     loss = next(v for v, a in g.nodes(data=True) if a["kind"] == "loss")
     assert result.layer[loss] == max(result.layer.values())
@@ -263,7 +293,9 @@ def test_big_synthetic_graph_lays_out():
     result = layout(g)
     check_layout(g, result)
     assert result.n_dummies > 0
-    assert all(result.layer[u] < result.layer[v] for u, v in g.edges)
+    # the same layer only for a parameter's chain beside its op (level edges, checked above)
+    assert all(result.layer[u] < result.layer[v] or g.nodes[u]["module"] == g.nodes[v]["module"] for u, v in g.edges)
+    assert all(result.layer[u] <= result.layer[v] for u, v in g.edges)
 
 
 def test_options_are_respected():

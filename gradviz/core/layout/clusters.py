@@ -260,13 +260,16 @@ class Constraints:
     n_vars: int
 
 
-def constraints(clusters: Clusters, slot: Array, rank: Array, width: Array, dummy: Array,
-                root: Array, gap: float, pad: float, pad_step: float, cluster_gap: float) -> Constraints:
-    """The separation constraints of the x assignment (see the module docstring)."""
+def constraints(clusters: Clusters, slot: Array, rank: Array, extents: tuple[Array, Array], dummy: Array,
+                root: Array, gap: float, pad: float, pad_step: float, cluster_gap: float,
+                label_room: tuple[Array, Array] | None = None) -> Constraints:
+    """The separation constraints of the x assignment (see the module docstring); ``extents``: each
+    vertex's reach left and right of its centre (a box with side boxes beside it reaches further);
+    ``label_room``: (room per cluster, which vertices an edge enters from above), see ``_label_room``."""
     nv = len(slot)
     chain = clusters.chain
     depth = chain.shape[1]
-    half = width / 2
+    lo_ext, hi_ext = extents
     seq = np.lexsort((rank, slot))
     same = slot[seq][1:] == slot[seq][:-1]
     a, b = seq[:-1][same], seq[1:][same]
@@ -282,8 +285,8 @@ def constraints(clusters: Clusters, slot: Array, rank: Array, width: Array, dumm
     # the item on each side: the child cluster of the common one holding the vertex, or the vertex
     li = np.where(left_c >= 0, nv + 2 * left_c + 1, root[a])
     rj = np.where(right_c >= 0, nv + 2 * right_c, root[b])
-    lw = np.where(left_c >= 0, 0.0, half[a])
-    rw = np.where(right_c >= 0, 0.0, half[b])
+    lw = np.where(left_c >= 0, 0.0, hi_ext[a])
+    rw = np.where(right_c >= 0, 0.0, lo_ext[b])
     plain = np.where(dummy[a] | dummy[b], gap / 2, gap)
     g = np.where((left_c >= 0) | (right_c >= 0), np.minimum(plain, cluster_gap), plain)
     parts_i, parts_j, parts_s = [li], [rj], [lw + rw + g]
@@ -291,7 +294,7 @@ def constraints(clusters: Clusters, slot: Array, rank: Array, width: Array, dumm
     across = (left_c >= 0) | (right_c >= 0)
     parts_i.append(root[a[across]])
     parts_j.append(root[b[across]])
-    parts_s.append(half[a[across]] + half[b[across]] + plain[across])
+    parts_s.append(hi_ext[a[across]] + lo_ext[b[across]] + plain[across])
     if clusters.n:
         margin = pad + pad_step * np.minimum(clusters.height, 2)
         inner = clusters.innermost
@@ -299,15 +302,34 @@ def constraints(clusters: Clusters, slot: Array, rank: Array, width: Array, dumm
         c = inner[v]
         parts_i += [nv + 2 * c, root[v]]
         parts_j += [root[v], nv + 2 * c + 1]
-        parts_s += [margin[c] + half[v], margin[c] + half[v]]
+        parts_s += [margin[c] + lo_ext[v], margin[c] + hi_ext[v]]
         child = np.flatnonzero(clusters.parent >= 0)
         p = clusters.parent[child]
         step = np.maximum(margin[p] - margin[child], pad_step)
         parts_i += [nv + 2 * p, nv + 2 * child + 1]
         parts_j += [nv + 2 * child, nv + 2 * p + 1]
         parts_s += [step, step]
+        if label_room is not None:
+            _label_room(clusters, slot, label_room, root, nv, parts_i, parts_j, parts_s)
     return Constraints(np.concatenate(parts_i), np.concatenate(parts_j), np.concatenate(parts_s),
                        nv + 2 * clusters.n)
+
+
+def _label_room(clusters: Clusters, slot: Array, label_room: tuple[Array, Array], root: Array, nv: int,
+                parts_i: list, parts_j: list, parts_s: list) -> None:
+    """A frame's label sits at its top-left, above its first row: every vertex of that row that an
+    edge enters from above keeps ``room`` right of the cluster's left border, so no edge runs down
+    through the label (the renderer moves the frame's left side out to the label's width,
+    ``render.parts.frames``, within that border)."""
+    room, entered = label_room
+    lo, _ = spans(clusters, slot)
+    v, d = np.nonzero(clusters.chain >= 0)
+    c = clusters.chain[v, d]
+    on = entered[v] & (lo[c] == slot[v]) & (room[c] > 0)
+    v, c = v[on], c[on]
+    parts_i.append(nv + 2 * c)
+    parts_j.append(root[v])
+    parts_s.append(room[c])
 
 
 def broken_frames(graph: nx.DiGraph, layout) -> list[str]:

@@ -250,7 +250,8 @@ def assign_x(slot: Array, rank: Array, up: Array, low: Array, width: Array, n: i
              trunk: Array, gap: float, passes: int, clustered=None) -> Array:
     """x centre of every vertex (real nodes 0..n-1, then dummies).
 
-    ``clustered``: ``(Clusters, options)`` to keep every cluster one rectangle (``_assign_clustered``)."""
+    ``clustered``: ``(Clusters, options, reach, stub, (left, right) extents, label room per cluster or
+    None)`` to keep every cluster one rectangle (``_assign_clustered``)."""
     if clustered is not None:
         return _assign_clustered(slot, rank, up, low, width, n, trunk, gap, passes, *clustered)
     nv = len(slot)
@@ -296,7 +297,8 @@ def _pull_passes(x: Array, up: Array, low: Array, w_low: Array, w_up: Array, roo
 
 
 def _assign_clustered(slot: Array, rank: Array, up: Array, low: Array, width: Array, n: int,
-                      trunk: Array, gap: float, passes: int, clusters, opts, reach, stub) -> Array:
+                      trunk: Array, gap: float, passes: int, clusters, opts, reach, stub, extents,
+                      room=None) -> Array:
     """``assign_x`` with cluster borders. Blocks join only edges that do not cross a cluster's border
     in the middle of its span (``clusters.alignable``); should the blocks still close a cycle of
     constraints, vertices go on alone (one-vertex blocks never do: every layer orders the clusters
@@ -313,8 +315,9 @@ def _assign_clustered(slot: Array, rank: Array, up: Array, low: Array, width: Ar
     root = alignment_blocks(slot, rank, up[ok], low[ok], w_low[ok], w_up[ok], trunk, reach)
 
     def compactor(root: Array) -> ConstraintCompactor:
-        cons = cl.constraints(clusters, slot, rank, width, dummy, root, gap, opts.cluster_pad,
-                              opts.cluster_pad_step, opts.cluster_gap)
+        label_room = None if room is None else (room, np.bincount(low, minlength=nv) > 0)
+        cons = cl.constraints(clusters, slot, rank, extents, dummy, root, gap, opts.cluster_pad,
+                              opts.cluster_pad_step, opts.cluster_gap, label_room)
         return ConstraintCompactor(cons, root)
 
     compact = compactor(root)

@@ -1,6 +1,7 @@
 """Layered (Sugiyama-style) layout of a DAG, top to bottom, without Graphviz.
 
-Pipeline: index nodes -> break cycles (DFS back edges are reversed) -> layers (longest
+Pipeline: index nodes -> break cycles (DFS back edges are reversed) -> (clustered: a parameter's
+chain leaves the graph, to sit beside the op it feeds, ``stub_sides``) -> layers (longest
 path, then leaves such as parameters are pulled down to sit right above their consumer)
 -> dummy vertices on long edges -> crossing reduction (``layout_order``) -> x by
 neighbour pulls with order-preserving compaction -> y per layer -> edge polylines.
@@ -20,6 +21,7 @@ import networkx as nx
 import numpy as np
 
 from gradviz.core.layout import clusters as cl
+from gradviz.core.layout import stub_sides
 from gradviz.core.runtime.gc_pause import gc_paused
 from gradviz.core.layout.cluster_layers import banded_layers
 from gradviz.core.layout.coords import assign_x
@@ -222,13 +224,14 @@ def _vertex_modules(graph: nx.DiGraph, nodes: list, src: Array, dst: Array, lay:
 # ----------------------------------------------------------------------------- x and y
 
 
-def _place_components(x: Array, width: Array, comp: Array, gap: float) -> Array:
-    """Shift components side by side, left edge of the whole drawing at 0."""
+def _place_components(x: Array, lo_ext: Array, hi_ext: Array, comp: Array, gap: float) -> Array:
+    """Shift components side by side, left edge of the whole drawing at 0 (``lo_ext``/``hi_ext``:
+    each vertex's extent left and right of its centre)."""
     n_comp = int(comp.max()) + 1
     lo = np.full(n_comp, np.inf)
     hi = np.full(n_comp, -np.inf)
-    np.minimum.at(lo, comp, x - width / 2)
-    np.maximum.at(hi, comp, x + width / 2)
+    np.minimum.at(lo, comp, x - lo_ext)
+    np.maximum.at(hi, comp, x + hi_ext)
     extent = hi - lo
     start = np.concatenate([[0.0], np.cumsum(extent + gap)[:-1]])
     return x + (start - lo)[comp]
@@ -245,9 +248,11 @@ def _initial_rank(lay: _Layered, n: int, topo: list[int], dst: Array) -> Array:
     return slot_ranks(lay.slot, order)
 
 
-def _parameter_branches(graph: nx.DiGraph, n: int, src: Array, dst: Array, topo: list[int]) -> Array:
+def _parameter_branches(graph: nx.DiGraph, nodes: list, src: Array, dst: Array, topo: list[int]) -> Array:
     """Nodes that only parameters feed: the parameters and ops on them alone (a weight's transpose)."""
-    is_param = [attrs.get("kind") == "param" for _, attrs in graph.nodes(data=True)]
+    n = len(nodes)
+    table = graph.nodes
+    is_param = [table[v].get("kind") == "param" for v in nodes]
     preds: list[list[int]] = [[] for _ in range(n)]
     for u, v in zip(src.tolist(), dst.tolist()):
         preds[v].append(u)
@@ -285,19 +290,24 @@ def _with_placeholders(lay: _Layered, rank: Array, trunk: Array, clusters: cl.Cl
 
 
 def layout(graph: nx.DiGraph, options: LayoutOptions | None = None,
-           sizes: Mapping[Hashable, tuple[float, float]] | None = None) -> Layout:
+           sizes: Mapping[Hashable, tuple[float, float]] | None = None,
+           label_room: Mapping[str, float] | None = None) -> Layout:
     """Lay out ``graph`` top to bottom; see the module docstring for the pipeline.
 
     ``sizes``: (width, height) of each node's box, an input (the renderer measures its
     text); nodes it lacks fall back to ``node_size``. The cycle collector is paused meanwhile:
     the walks allocate lists by the ten thousand, and each full collection would re-scan the
-    caller's whole graph (a third of the time at 11,600 nodes)."""
+    caller's whole graph (a third of the time at 11,600 nodes).
+
+    ``label_room``: module path -> the width its frame's label takes at the frame's top-left (the
+    renderer measures it); the clustered layout keeps the edges entering the module's first row
+    that far right of its left border, so none runs through the label."""
     with gc_paused():
-        return _layout(graph, options, sizes)
+        return _layout(graph, options, sizes, label_room)
 
 
 def _layout(graph: nx.DiGraph, options: LayoutOptions | None,
-            sizes: Mapping[Hashable, tuple[float, float]] | None) -> Layout:
+            sizes: Mapping[Hashable, tuple[float, float]] | None, label_room: Mapping[str, float] | None) -> Layout:
     opts = options or LayoutOptions()
     nodes = list(graph.nodes)
     n = len(nodes)
@@ -313,6 +323,36 @@ def _layout(graph: nx.DiGraph, options: LayoutOptions | None,
     s2 = np.where(back, dst, src)  # back edges reversed: the layered graph is a DAG
     d2 = np.where(back, src, dst)
     use_clusters = opts.group_by_module and opts.clusters
+    if not use_clusters:
+        return _layered(graph, nodes, edge_list, back, s2, d2, topo, size, opts)
+    stub = _parameter_branches(graph, nodes, s2, d2, topo)
+    param = np.fromiter((graph.nodes[v].get("kind") == "param" for v in nodes), dtype=bool, count=n)
+    sides = stub_sides.find(n, s2, d2, param, cl.build(graph, nodes).chain, size[:, 0], opts.node_gap, topo)
+    if not sides.any:
+        return _layered(graph, nodes, edge_list, back, s2, d2, topo, size, opts, stub, (sides.left, sides.right),
+                        label_room=label_room)
+    # the side chains leave the layering: their hosts are laid out as wider boxes
+    keep = sides.host < 0
+    new = np.cumsum(keep) - 1
+    on = keep[s2] & keep[d2]
+    kept = np.flatnonzero(keep)
+    row_h = size[:, 1].copy()
+    np.maximum.at(row_h, sides.host[~keep], size[~keep, 1])
+    inner = _layered(graph, [nodes[i] for i in kept.tolist()], [e for e, k in zip(edge_list, on.tolist()) if k],
+                     back[on], new[s2[on]], new[d2[on]], [new[v] for v in topo if keep[v]], size[keep], opts,
+                     stub[keep], (sides.left[keep], sides.right[keep]), row_h[keep], label_room)
+    return stub_sides.placed(inner, nodes, edge_list, s2, d2, back, size, sides)
+
+
+def _layered(graph: nx.DiGraph, nodes: list, edge_list: list, back: Array, s2: Array, d2: Array, topo: list[int],
+             size: Array, opts: LayoutOptions, stub: Array | None = None, extents: tuple[Array, Array] | None = None,
+             row_h: Array | None = None, label_room: Mapping[str, float] | None = None) -> Layout:
+    """Layers, order, x and y of ``nodes`` (edges ``s2 -> d2``, a DAG; ``back``: reversed edges).
+    With ``stub`` (the parameter branches) the layout is clustered; ``extents``: each box's (left,
+    right) extent from its centre, wider than its size where side boxes sit beside it; ``row_h``:
+    the height each box needs its layer to have."""
+    n = len(nodes)
+    use_clusters = stub is not None
     if use_clusters:
         clusters = cl.build(graph, nodes)
         lp, layer = banded_layers(n, s2, d2, clusters, opts.pull_down_sources)
@@ -339,34 +379,43 @@ def _layout(graph: nx.DiGraph, options: LayoutOptions | None,
         left = np.repeat(k, k) - (np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k))
         reach = np.zeros(nv, dtype=np.int64)
         reach[n:n + len(left)] = left
-        stub = np.zeros(nv, dtype=bool)
-        stub[:n] = _parameter_branches(graph, n, s2, d2, topo)
-        stub[n:n + len(left)] = np.repeat(stub[s2], k)
-        clustered = (clusters, opts, reach, stub)
+        v_stub = np.zeros(nv, dtype=bool)
+        v_stub[:n] = stub
+        v_stub[n:n + len(left)] = np.repeat(stub[s2], k)
+        room = None
+        if label_room:
+            room = np.asarray([float(label_room.get(name, 0.0)) for name in clusters.names])
+        clustered = (clusters, opts, reach, v_stub, room)
     else:
         vmod, modules = _vertex_modules(graph, nodes, s2, d2, lay, opts.group_by_module)
         groups = module_groups(vmod, modules) if opts.group_by_module else []
         orderer = Orderer(lay.slot, lay.up, lay.low, groups)
     rank = orderer.run(rank, opts.sweeps)
 
-    width = np.concatenate([size[:, 0], np.zeros(nv - n)])
-    x = assign_x(lay.slot, rank, lay.up, lay.low, width, n, trunk, opts.node_gap,
+    zeros = np.zeros(nv - n)
+    if extents is None:
+        lo_ext = hi_ext = np.concatenate([size[:, 0], zeros]) / 2
+    else:
+        lo_ext, hi_ext = np.concatenate([extents[0], zeros]), np.concatenate([extents[1], zeros])
+    if clustered is not None:
+        clustered = clustered[:4] + ((lo_ext, hi_ext), clustered[4])
+    x = assign_x(lay.slot, rank, lay.up, lay.low, lo_ext + hi_ext, n, trunk, opts.node_gap,
                  opts.x_passes, clustered)
-    x = _place_components(x, width, lay.comp, opts.component_gap)
+    x = _place_components(x, lo_ext, hi_ext, lay.comp, opts.component_gap)
 
     n_layers = int(layer.max()) + 1
     layer_h = np.zeros(n_layers)
-    np.maximum.at(layer_h, layer, size[:, 1])
+    np.maximum.at(layer_h, layer, size[:, 1] if row_h is None else row_h)
     top = np.concatenate([[0.0], np.cumsum(layer_h + opts.layer_gap)[:-1]])
     y = (top + layer_h / 2)[lay.layer]
 
     return _build_result(nodes, edge_list, back, s2, d2, lay, x, y, size, layer,
-                         float(top[-1] + layer_h[-1]))
+                         float(top[-1] + layer_h[-1]), hi_ext)
 
 
 def _build_result(nodes: list, edge_list: list, back: Array, s2: Array, d2: Array,
                   lay: _Layered, x: Array, y: Array, size: Array, layer: Array,
-                  height: float) -> Layout:
+                  height: float, hi_ext: Array) -> Layout:
     n = len(nodes)
     xl, yl = x.tolist(), y.tolist()
     half_h = (size[:, 1] / 2).tolist()
@@ -382,6 +431,6 @@ def _build_result(nodes: list, edge_list: list, back: Array, s2: Array, d2: Arra
         if back[e]:
             pts.reverse()  # drawn against the flow: from u's top to v's bottom
         edges[edge_list[e]] = pts
-    right = float(np.max(x + np.concatenate([size[:, 0], np.zeros(len(x) - n)]) / 2))
+    right = float(np.max(x + hi_ext))
     return Layout(pos, sizes, edges, dict(zip(nodes, layer.tolist())), right, height,
                   n_dummies=int(lay.chain_len.sum()))

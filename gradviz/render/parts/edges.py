@@ -40,7 +40,10 @@ def add_curve(path: QPainterPath, points: list[tuple[float, float]], shorten_end
     last = len(points) - 2
     for k, ((x0, y0), (x1, y1)) in enumerate(zip(points, points[1:])):
         if shorten_end and k == last:
-            y1 -= ARROW_LEN if y1 > y0 else -ARROW_LEN
+            if y1 == y0:   # a parameter beside its op (core/layout/stub_sides): the edge runs sideways
+                x1 -= ARROW_LEN if x1 > x0 else -ARROW_LEN
+            else:
+                y1 -= ARROW_LEN if y1 > y0 else -ARROW_LEN
         dy = (y1 - y0) * 0.5
         path.cubicTo(x0, y0 + dy, x1, y1 - dy, x1, y1)
 
@@ -52,9 +55,20 @@ def edge_path(points: list[tuple[float, float]]) -> QPainterPath:
     return path
 
 
-def arrow(x: float, y: float) -> QPolygonF:
+def arrow(x: float, y: float, sideways: float = 0.0) -> QPolygonF:
+    """The arrowhead with its tip at (x, y): pointing down, or with ``sideways`` +1 / -1 right / left."""
+    if sideways:
+        back = x - sideways * (ARROW_LEN + 0.5)
+        return QPolygonF([QPointF(x, y), QPointF(back, y - ARROW_HALF_W), QPointF(back, y + ARROW_HALF_W)])
     return QPolygonF([QPointF(x, y), QPointF(x - ARROW_HALF_W, y - ARROW_LEN - 0.5),
                       QPointF(x + ARROW_HALF_W, y - ARROW_LEN - 0.5)])
+
+
+def sideways(points: list[tuple[float, float]] | None) -> float:
+    """+1 / -1 where the edge ends heading right / left (a side box's edge, level), else 0."""
+    if not points or len(points) < 2 or points[-1][1] != points[-2][1] or points[-1][0] == points[-2][0]:
+        return 0.0
+    return 1.0 if points[-1][0] > points[-2][0] else -1.0
 
 
 class Part(NamedTuple):
@@ -143,8 +157,13 @@ def _add_batches(scene: EdgeBuild, parts: list[Part], dashed: bool) -> None:
                     lines.lineTo(*p)
             if part.arrow_at is not None:
                 ax, ay = part.arrow_at
-                arrows.addPolygon(arrow(ax, ay))
-                rect = rect.united(QRectF(ax - ARROW_HALF_W - 2, ay - ARROW_LEN - 2.5, 2 * ARROW_HALF_W + 4, ARROW_LEN + 4.5))
+                side = sideways(part.points)
+                arrows.addPolygon(arrow(ax, ay, side))
+                if side:
+                    rect = rect.united(QRectF(ax - ARROW_LEN - 2.5, ay - ARROW_HALF_W - 2, 2 * ARROW_LEN + 5, 2 * ARROW_HALF_W + 4))
+                else:
+                    rect = rect.united(QRectF(ax - ARROW_HALF_W - 2, ay - ARROW_LEN - 2.5, 2 * ARROW_HALF_W + 4,
+                                              ARROW_LEN + 4.5))
             if part.label is not None:
                 point, text = part.label
                 labels.append(part.label)
@@ -157,7 +176,7 @@ def _add_batches(scene: EdgeBuild, parts: list[Part], dashed: bool) -> None:
 def _shape_label(pts: list, text: str, seen: set[tuple]) -> tuple[QPointF, str] | None:
     """Where an edge's tensor shape is written: one label per source (fan-out), on the
     side the curve does not head to; None for scalars and repeats."""
-    if not text or text == "scalar":
+    if not text or text == "scalar" or sideways(pts):   # a level edge between side boxes: no room under it
         return None
     x0, y0 = pts[0]
     key = (round(x0), round(y0), text)

@@ -14,6 +14,8 @@ PAD_TOP = 17.0                # room for the label above the module's first row
 PAD_BOTTOM = 6.0
 LABEL_STEP = 14.0             # each level of nesting stacks its label above the inner one
 MAX_LEVELS = 2                # padding stops growing past this nesting height
+LABEL_PX = 10                 # a frame label's font size (semi-bold)
+LABEL_CLEAR = 6.0             # between a label's plate and the first edge entering the frame right of it
 
 
 def framed_modules(graph: nx.DiGraph) -> dict[str, list[str]]:
@@ -64,3 +66,22 @@ def nesting_height(graph: nx.DiGraph) -> int:
     """Levels of frames inside the outermost frame (capped): the layout leaves room for their labels."""
     levels = nesting_heights(list(framed_modules(graph)))
     return min(max(levels.values(), default=-1) + 1, MAX_LEVELS + 1)
+
+
+def frame_label(graph: nx.DiGraph, module: str) -> str:
+    """The text at a frame's top-left: the module path and its type."""
+    mtype = (graph.graph.get("modules", {}).get(module) or {}).get("type") or ""
+    return f"{module} · {mtype}" if mtype else module
+
+
+def label_room(graph: nx.DiGraph, text_width) -> dict[str, float]:
+    """Module path -> the width its frame's label needs at the frame's top-left (the plate, 2 px in
+    from the side and 3 px past the text each way, then ``LABEL_CLEAR``), with ``text_width(text)``
+    measuring in the label font: the layout keeps the edges entering the module's first row right
+    of it, and ``parts.frames`` widens the frame to it."""
+    return {m: room_for(text_width(frame_label(graph, m))) for m in framed_modules(graph)}
+
+
+def room_for(text_width: float) -> float:
+    """The room a label ``text_width`` wide takes at a frame's top-left (``label_room``)."""
+    return text_width + 8.0 + LABEL_CLEAR

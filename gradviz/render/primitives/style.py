@@ -19,6 +19,7 @@ from PySide6.QtGui import QColor, QFont
 from gradviz.core.runtime.formatting import number, shape_text
 from gradviz.render.primitives import metrics
 from gradviz.render.primitives.fold_paint import fold_lines, fold_size
+from gradviz.render.primitives import frame_nesting
 from gradviz.render.primitives.frame_nesting import LABEL_STEP, nesting_height
 
 LABEL_PX = 12          # primary text of a box
@@ -165,4 +166,9 @@ def layout_graph(graph: nx.DiGraph, options: Any = None):
     levels = nesting_height(graph)   # nested module frames stack their labels between layers
     if levels > 1:
         opts = replace(opts, layer_gap=opts.layer_gap + LABEL_STEP * (levels - 1))
-    return layout(graph, opts, sizes=box_sizes(graph))
+    return layout(graph, opts, sizes=box_sizes(graph), label_room=frame_label_room(graph))
+
+
+def frame_label_room(graph: nx.DiGraph) -> dict[str, float]:
+    """``frame_nesting.label_room`` measured in the frames' label font: ``layout``'s ``label_room``."""
+    return frame_nesting.label_room(graph, lambda text: text_width(text, frame_nesting.LABEL_PX, 600))

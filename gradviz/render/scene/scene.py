@@ -26,7 +26,9 @@ from gradviz.core.layout.box_facts import box_facts
 from gradviz.core.layout.types import Layout
 from gradviz.core.output.marks import Marks
 from gradviz.render.parts.edges import build_edges
-from gradviz.render.parts.frames import Frame, FrameItem, build_frames
+from gradviz.render.parts.frame_labels import curve_segments
+from gradviz.render.parts.frames import Frame, FrameItem, build_frames, place_labels
+from gradviz.render.primitives.frame_room import entries
 from gradviz.render.parts.items import NodeBatch, NodeItem, build_node_batches
 from gradviz.render.parts.node_colors import NodeColors
 from gradviz.render.parts.node_paint import NodePainter, elided_lines
@@ -121,6 +123,15 @@ class GraphScene(QGraphicsScene):
         self._changed()
         self.update()
 
+    def _rows_entered(self, layout: Layout) -> dict[float, list[float]]:
+        """Where edges come into each row from above (``frame_room.entries``): frames keep their labels
+        left of them."""
+        ends = []
+        for (u, v), pts in layout.edges.items():
+            k = self.index.get(v)
+            ends.append((pts, None if k is None else round(self.rects[k].center().y(), 1)))
+        return entries(ends)
+
     def set_theme(self, theme: str | style.Theme) -> None:
         self.theme = style.theme(theme)
         self._apply_theme()
@@ -160,7 +171,10 @@ class GraphScene(QGraphicsScene):
         self.hits = BoxIndex(self.rects)   # clicks and tooltips: no item per node (node_item)
         bounds = build_node_batches(self)
         build_edges(self, graph, layout)
-        self.frames = build_frames(graph, self.index, self.rects)
+        self.frames = build_frames(graph, self.index, self.rects, self._rows_entered(layout))
+        if self.frames:
+            boxes = np.asarray([(r.left(), r.top(), r.right(), r.bottom()) for r in self.rects]).reshape(-1, 4)
+            place_labels(self.frames, curve_segments(list(layout.edges.values())), boxes)
         if self.frames:     # the item kept: PySide6 6.11 frees an item only a scene holds on parentItem()
             self.frame_item = FrameItem(self, self.frames)
             self.addItem(self.frame_item)
