@@ -106,17 +106,28 @@ def test_first_views_open_whole_and_fit_always_fits(qtbot, window):
 
 
 def test_a_small_graph_opens_whole_even_in_a_small_canvas(qtbot, window):
-    """In 900 x 520 the MLP's every op (1234 px tall with its module frames as rectangles) would be
-    drawn at 0.38: its five modules as boxes are drawn larger, whole and fitted, one click from the ops."""
+    """In 900 x 520 the MLP opens whole and fitted, never smaller on screen than it must be: its
+    view is drawn at least NEAR_OVERVIEW of the scale its modules as boxes would get (the overview,
+    laid out here as the window lays out), so closing modules would gain it almost nothing. (With
+    parameters beside their ops the MLP's every op is such a view; before, with a row more per
+    module, its five modules as boxes were shown.)"""
+    from gradviz.app.first_view import NEAR_OVERVIEW, fit_scale
+    from gradviz.app.session import layout_view
+    from gradviz.core.layout.grouping import collapse
+
     window.resize(900, 520)
     open_and_wait(qtbot, window, MLP)
     doc = window.document
     assert _whole_graph_in_view(window)
-    modules = {n for n, a in doc.view.nodes(data=True) if a.get("kind") == "group"}
-    assert {f"group:{m}" for m in ("fc1", "fc2", "fc3")} <= modules
+    vp = window.view.viewport()
+    overview = fit_scale(layout_view(collapse(doc.graph, expanded=set())), (vp.width(), vp.height()))
+    assert window.view.scale_factor() >= min(LEGIBLE_SCALE, NEAR_OVERVIEW * overview) - 1e-6
+    shown = {a.get("kind") for _, a in doc.view.nodes(data=True)}
+    assert "op" in shown or "group" in shown
 
 
-def test_the_overview_map_of_a_tall_graph_is_usable(qtbot, window):
+def test_the_overview_map_of_a_tall_graph_is_usable(qtbot, window, monkeypatch):
+    monkeypatch.setenv("GRADVIZ_GPT_BLOCKS", "8")    # a tower: fully expanded, 8 blocks of every op
     open_and_wait(qtbot, window, TRANSFORMER)
     change_view(qtbot, window, window.expand_all)
     window.view.actual_size()
