@@ -22,7 +22,7 @@ import dist_harness
 pytestmark = pytest.mark.skipif(not dist_harness.available(), reason="torch.distributed with gloo is needed")
 
 MAX_NORM = 0.05
-STEPS = 3
+STEPS = 2
 
 
 class Tokens(torch.utils.data.Dataset):
