@@ -45,7 +45,7 @@ def _finalize_like_ddp(params, scale: float):
 def test_norms_follow_a_final_callback_queued_after_the_first_hook(after_reduce):
     net = _net()
     params = list(net.parameters())
-    norms = BackwardEndNorms(params, lambda: True, after_reduce=after_reduce)
+    norms = BackwardEndNorms([[p] for p in params], lambda: True, after_reduce=after_reduce)
     _finalize_like_ddp(params, 0.25)
     net(torch.randn(5, 4)).pow(2).sum().backward()
     final = np.array([p.grad.norm().item() for p in params])          # what the optimizer would see
@@ -64,7 +64,7 @@ def test_a_backward_that_is_not_the_steps_last_is_not_measured():
     net = _net()
     params = list(net.parameters())
     last = {"now": False}
-    norms = BackwardEndNorms(params, lambda: last["now"], after_reduce=True)
+    norms = BackwardEndNorms([[p] for p in params], lambda: last["now"], after_reduce=True)
     net(torch.randn(5, 4)).sum().backward()                            # an earlier micro-batch
     assert norms.take() == [None] * len(params)
     last["now"] = True
@@ -75,7 +75,7 @@ def test_a_backward_that_is_not_the_steps_last_is_not_measured():
 def test_without_the_engines_callback_nothing_is_measured(monkeypatch):
     monkeypatch.setattr(backward_end, "_engine_queue", lambda: None)
     net = _net()
-    norms = BackwardEndNorms(list(net.parameters()), lambda: True, after_reduce=True)
+    norms = BackwardEndNorms([[p] for p in net.parameters()], lambda: True, after_reduce=True)
     assert norms.mode is None
     net(torch.randn(5, 4)).sum().backward()
     assert norms.take() is None                    # the caller records the clipped norms and says so
@@ -96,3 +96,18 @@ def test_runs_show_names_the_norms_a_trainer_callback_recorded(tmp_path):
                           capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert "gradient norms: after the trainer's clip (max_grad_norm 0.05)" in proc.stdout
+
+
+@pytest.mark.parametrize("after_reduce", [False, True])
+def test_a_storage_tie_is_measured_as_its_summed_gradient(after_reduce):
+    torch.manual_seed(0)
+    a = nn.Parameter(torch.randn(3, 3))
+    b = nn.Parameter(a)                               # another object over the same bytes
+    assert b is not a and b.data_ptr() == a.data_ptr()
+    norms = BackwardEndNorms([[a, b]], lambda: True, after_reduce=after_reduce)
+    x = torch.randn(4, 3)
+    (x @ a).tanh().sum().backward()
+    ((x @ b) ** 2).sum().backward()                   # the step's last backward reaches b only
+    want = (a.grad + b.grad).norm().item()
+    assert abs(a.grad.norm().item() - want) > 1e-3 and abs(b.grad.norm().item() - want) > 1e-3
+    np.testing.assert_allclose(norms.take()[0].item(), want, rtol=1e-6)

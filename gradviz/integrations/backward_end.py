@@ -32,6 +32,8 @@ from typing import Callable, Sequence
 
 import torch
 
+from gradviz.core.stats.tied_grads import group_grad
+
 log = logging.getLogger(__name__)
 
 __all__ = ["BackwardEndNorms", "queue_after_final_callbacks"]
@@ -55,35 +57,36 @@ def queue_after_final_callbacks(fn: Callable[[], None]) -> bool:
     return True
 
 
-def _norm(g: torch.Tensor | None) -> torch.Tensor | None:
-    if g is None or g.layout != torch.strided:
-        return None
-    return torch.linalg.vector_norm(g.detach()).float()
+def _norm(group: Sequence[torch.Tensor]) -> torch.Tensor | None:
+    g = group_grad(group)           # one object, or several over the same bytes (their gradients summed)
+    return None if g is None else torch.linalg.vector_norm(g.detach()).float()
 
 
 class BackwardEndNorms:
-    """The gradient norms of ``params`` (one 0-d tensor each, None = no gradient) from the last backward
-    that ``should_measure()`` accepted; ``take()`` hands them over once and forgets them."""
+    """The gradient norms of ``groups`` (one 0-d tensor each, None = no gradient) from the last backward
+    that ``should_measure()`` accepted; ``take()`` hands them over once and forgets them. A group is one
+    watched parameter's objects (``StepStats.groups()``: one, or several tied by storage)."""
 
-    def __init__(self, params: Sequence[torch.Tensor], should_measure: Callable[[], bool], *,
+    def __init__(self, groups: Sequence[Sequence[torch.Tensor]], should_measure: Callable[[], bool], *,
                  after_reduce: bool) -> None:
-        self.params = list(params)
+        self.groups = [list(g) for g in groups]
         self.should_measure = should_measure
         self.mode: str | None = "hook"
         if after_reduce:
             self.mode = "backward_end" if _engine_queue() is not None else None
-        self._norms: list[torch.Tensor | None] = [None] * len(self.params)
+        self._norms: list[torch.Tensor | None] = [None] * len(self.groups)
         self._queued = False
         self._failed = False
+        # a group's last object to be reached measures the group complete (each hook measures it again)
         self._handles = [] if self.mode is None else [
-            p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(self.params)]
+            p.register_post_accumulate_grad_hook(self._hook(i)) for i, g in enumerate(self.groups) for p in g]
 
     def _hook(self, i: int):
         def hook(p: torch.Tensor) -> None:
             if not self.should_measure():
                 return
             if self.mode == "hook":
-                self._norms[i] = _norm(p.grad)
+                self._norms[i] = _norm(self.groups[i])
             elif not self._queued and not self._failed:
                 self._queued = True
                 try:
@@ -99,7 +102,7 @@ class BackwardEndNorms:
         rank did not use still gets the others' averaged gradient from the all-reduce)."""
         self._queued = False
         with torch.no_grad():
-            self._norms[:] = [_norm(p.grad) for p in self.params]
+            self._norms[:] = [_norm(g) for g in self.groups]
 
     def take(self) -> list[torch.Tensor | None] | None:
         """The last measured norms (None when nothing is measured: ``mode`` None)."""

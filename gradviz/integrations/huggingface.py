@@ -96,7 +96,7 @@ class GradvizCallback(TrainerCallback):
 
         sync = GradientState()
         self._scaler = getattr(optimizer, "scaler", None)   # fp16: the gradients are scaled until the clip
-        norms = BackwardEndNorms(self.watch.stats.params, lambda: sync.sync_gradients, after_reduce=after_reduce)
+        norms = BackwardEndNorms(self.watch.stats.groups(), lambda: sync.sync_gradients, after_reduce=after_reduce)
         if norms.mode is None:
             return
         self._raw_norms = norms
