@@ -1,9 +1,9 @@
 """The HF Trainer callback under DDP (2 gloo processes) records the averaged gradients' norms before the clip.
 
-Each rank trains a tiny GPT-2 with a real ``transformers.Trainer`` on its own shard of the data, with
-``max_grad_norm`` far under the gradients' norms (every step clipped). Torch is the oracle: at each
-optimizer step a reference copy of the model (same weights) runs the micro-batch this rank saw with
-the same arguments, its local gradients are all-reduced and averaged by hand, and their norms must
+Each rank trains a tiny GPT-2 with a real ``transformers.Trainer`` on its own shard of the data, two
+micro-batches per step, with ``max_grad_norm`` far under the gradients' norms (every step clipped). Torch is the oracle: at each
+optimizer step a reference copy of the model (same weights) runs the micro-batches this rank saw with
+the same arguments (``num_items_in_batch`` included: the loss scale the Trainer gave), its local gradients are all-reduced and averaged by hand, and their norms must
 be the run file's per-parameter norms, on both ranks. The local (not yet reduced) norms and the
 clipped ones the optimizer steps with must both differ from what is recorded.
 """
@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(not dist_harness.available(), reason="torch.dist
 
 MAX_NORM = 0.05
 STEPS = 2
+ACCUMULATION = 2         # the first micro-batch's backward does not all-reduce (no_sync): only the last is read
 
 
 class Tokens(torch.utils.data.Dataset):
@@ -57,15 +58,17 @@ def _rank(rank: int, world: int, tmp, _unused=None) -> None:
 
     model, ref = _gpt2(), _gpt2()
     names = [n for n, _ in model.named_parameters()]
-    seen: dict = {}
-    model.register_forward_pre_hook(lambda m, a, kw: seen.update(kwargs=dict(kw)), with_kwargs=True)
+    seen: list[dict] = []                                    # the step's micro-batches, as the model got them
+    model.register_forward_pre_hook(lambda m, a, kw: seen.append(dict(kw)), with_kwargs=True)
     oracle: dict = {"averaged": [], "local": [], "clipped": []}
 
     class Oracle(torch.optim.SGD):
         def step(self, closure=None):
             ref.load_state_dict(model.state_dict())          # the weights this step's forward ran with
             ref.zero_grad(set_to_none=True)
-            ref(**seen["kwargs"]).loss.backward()            # this rank's own gradients, plain autograd
+            for kwargs in seen:                              # this rank's own gradients, plain autograd
+                ref(**kwargs).loss.backward()
+            seen.clear()
             local = [p.grad.clone() for p in ref.parameters()]
             for g in local:
                 dist.all_reduce(g)                           # summed over the ranks ...
@@ -75,6 +78,7 @@ def _rank(rank: int, world: int, tmp, _unused=None) -> None:
             return super().step(closure)
 
     args = TrainingArguments(output_dir=str(tmp / f"out{rank}"), per_device_train_batch_size=2, max_steps=STEPS,
+                             gradient_accumulation_steps=ACCUMULATION,
                              logging_steps=1, report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=True,
                              max_grad_norm=MAX_NORM, lr_scheduler_type="constant", dataloader_num_workers=0,
                              average_tokens_across_devices=False)   # each rank's loss is its own tokens' mean
