@@ -111,3 +111,37 @@ def test_a_storage_tie_is_measured_as_its_summed_gradient(after_reduce):
     want = (a.grad + b.grad).norm().item()
     assert abs(a.grad.norm().item() - want) > 1e-3 and abs(b.grad.norm().item() - want) > 1e-3
     np.testing.assert_allclose(norms.take()[0].item(), want, rtol=1e-6)
+
+
+def _begin(tmp_path, **args):
+    """The HF callback's start with the Trainer's arguments as given (sharded runs do not run on CPU here)."""
+    from types import SimpleNamespace
+
+    from gradviz.core.record import open_run
+    from gradviz.integrations.huggingface import GradvizCallback
+
+    net = _net()
+    cb = GradvizCallback(tmp_path / "r.gvrun", every=0)
+    full = {"max_grad_norm": 1.0, "world_size": 1, "fsdp": None, "deepspeed": None, **args}
+    cb.on_train_begin(SimpleNamespace(**full), None, None, model=net, optimizer=torch.optim.SGD(net.parameters(), 0.1))
+    hooked = cb._raw_norms is not None
+    cb.close()
+    with open_run(tmp_path / "r.gvrun") as run:
+        return run.meta["grad_norms"], run.meta["max_grad_norm"], hooked
+
+
+@pytest.mark.parametrize("args, env", [({"fsdp": "full_shard", "world_size": 2}, {}),
+                                       ({"deepspeed": "ds.json", "world_size": 2}, {}),
+                                       ({"world_size": 2}, {"ACCELERATE_USE_FSDP": "true"})])
+def test_sharded_gradients_record_the_clipped_norms_and_say_so(tmp_path, monkeypatch, args, env):
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert _begin(tmp_path, **args) == ("after_clip", 1.0, False)
+
+
+def test_ddp_without_the_engines_callback_records_the_clipped_norms_and_says_so(tmp_path, monkeypatch):
+    assert _begin(tmp_path, world_size=2) == ("before_clip", 1.0, True)
+    monkeypatch.setattr(backward_end, "_engine_queue", lambda: None)
+    assert _begin(tmp_path, world_size=2) == ("after_clip", 1.0, False)
+    assert _begin(tmp_path, world_size=1) == ("before_clip", 1.0, True)       # one process: the public hooks
+    assert _begin(tmp_path, max_grad_norm=0.0) == ("before_clip", None, False)  # no clip: nothing to hook
