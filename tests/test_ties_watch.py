@@ -109,3 +109,11 @@ def test_a_tied_object_without_a_gradient_of_its_own_still_counts(tmp_path):
     k = stats.names.index("emb.weight")
     assert cols["has_grad"][0][k]
     np.testing.assert_allclose(cols["param_norms"][0][k], model.head.weight.grad.norm().item(), rtol=1e-6)
+
+
+def test_empty_views_of_one_storage_are_not_a_tie():
+    """FSDP1's flat parameter leaves a rank's absent parameters as empty views, several at one offset."""
+    flat = torch.zeros(10)
+    a, b = nn.Parameter(flat[10:]), nn.Parameter(flat[10:])
+    stats = StepStats([("a", a), ("b", b)])
+    assert stats.names == ["a", "b"] and stats.tie_names() == []

@@ -20,7 +20,11 @@ __all__ = ["tie_groups", "tied_with", "retie", "view_key"]
 
 
 def view_key(t) -> tuple:
-    """What makes two tensors the same bytes: the storage they view and how they view it."""
+    """What makes two tensors the same bytes: the storage they view and how they view it. An empty tensor
+    holds no bytes: tied by identity only (FSDP's flat parameter gives the parameters a rank does not hold
+    as empty views, several at one offset)."""
+    if t.numel() == 0:
+        return ("object", id(t))
     try:
         ptr = t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):   # meta tensors, tensor subclasses without storage
