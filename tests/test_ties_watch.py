@@ -117,3 +117,22 @@ def test_empty_views_of_one_storage_are_not_a_tie():
     a, b = nn.Parameter(flat[10:]), nn.Parameter(flat[10:])
     stats = StepStats([("a", a), ("b", b)])
     assert stats.names == ["a", "b"] and stats.tie_names() == []
+
+
+def test_a_model_changed_under_the_watch_keeps_its_storage_tie_one_column(tmp_path):
+    python_tied, model = _pair()
+    x = torch.randint(0, 20, (4, 6), generator=torch.Generator().manual_seed(3))
+    with watch(model, tmp_path / "r.gvrun", every=0) as w:
+        _backward(model, x)
+        w.step(1.0)
+        model.mix = nn.Linear(8, 8)                 # replaced mid-run: followed from the next step
+        python_tied.mix.load_state_dict(model.mix.state_dict())
+        _backward(model, x)
+        w.step(1.0)
+    _backward(python_tied, x)
+    with open_run(tmp_path / "r.gvrun") as run:
+        assert run.meta["param_names"] == ["emb.weight", "mix.weight", "mix.bias"]
+        assert run.meta["model_changes"][0]["replaced"] == ["mix.weight", "mix.bias"]
+        assert not run.meta["model_changes"][0]["added"]
+        last = run.steps()["grad_norms"][-1]
+    np.testing.assert_allclose(last, [p.grad.norm().item() for p in python_tied.parameters()], rtol=1e-5)

@@ -119,7 +119,6 @@ from gradviz.core.record.learning_rate import lr_of
 from gradviz.core.record.writer import RunWriter
 from gradviz.core.stats.sharding import any_dtensor, layout
 from gradviz.core.stats.steps import StepStats
-from gradviz.core.stats.tied_grads import split_ties
 from gradviz.core.runtime.ties import tied_with
 from gradviz.core.stats.update_cadence import UpdateCadence
 from gradviz.core.runtime.version import __version__
@@ -224,8 +223,7 @@ class Watch:
             "device": str(self.stats.device), "argv": list(sys.argv), "status": "running",
             "node": self.node, "nodes": self.n_nodes, "local_rank": local_rank(), "norms": self.stats.strategy,
             "param_shards": [layout(p) for p in params] if any_dtensor(params) else None,
-            # one tensor under several names (one object, or objects over the same bytes): recorded once,
-            # under the first name (gradviz.core.stats.tied_grads)
+            # one tensor under several names (one object or several over its bytes): one column, the first name
             "storage_ties": [[first, *others] for first, others in tied_with(self.module).items()],
         }
 
@@ -476,12 +474,9 @@ class Watch:
             self._flush()                     # the rows of the old parameters, converted with their layout
         except RecordError:
             log.debug("gradviz.watch: commit before following the model failed", exc_info=True)
-        kept, _ = split_ties(now)             # a name over another's bytes is no column of its own
-        union, ordered = union_order(self.param_names, kept)
+        union, ordered = union_order(self.param_names, now)
         shapes = {**dict(zip(self.param_names, self._shapes)), **{n: list(p.shape) for n, p in ordered}}
-        kept_ids = {id(p) for _, p in kept}
-        self.stats = StepStats(ordered + [(n, p) for n, p in now if id(p) not in kept_ids],
-                               track_updates=self.optimizer is not None)
+        self.stats = StepStats(ordered, track_updates=self.optimizer is not None)
         self.param_names = union
         names = self.stats.names
         self._columns = (None if names == union else
