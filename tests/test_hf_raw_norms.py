@@ -105,6 +105,8 @@ def test_hf_and_lightning_record_the_same_norms(tmp_path):
     with open_run(tmp_path / "hf.gvrun") as hf, open_run(tmp_path / "pl.gvrun") as lt:
         a, b = hf.steps(), lt.steps()
         assert [n.removeprefix("gpt.") for n in lt.meta["param_names"]] == hf.meta["param_names"]
+        for meta in (hf.meta, lt.meta):           # both say which norms they hold, and the clip's threshold
+            assert (meta["grad_norms"], meta["max_grad_norm"]) == ("before_clip", MAX_NORM)
         assert (a["grad_norm"] > 10 * MAX_NORM).all()
         np.testing.assert_allclose(a["grad_norms"], b["grad_norms"], rtol=1e-4, atol=1e-7)
         np.testing.assert_allclose(a["loss"], b["loss"], rtol=1e-5)

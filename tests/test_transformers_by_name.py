@@ -110,3 +110,26 @@ def test_config_text_is_data(text, bad):
             parse_config(text)
     else:
         assert parse_config(text) == {"a": 1, "b": "x", "c": True, "d": 0.5, "e": None}
+
+
+def test_an_encoder_decoder_gets_its_decoder_ids_from_the_first_input(tmp_path, monkeypatch):
+    """T5ForConditionalGeneration by name with one --input: the decoder runs on the same ids, said once;
+    torch (the same call by hand) gives the drawn gradient of the shared embedding and the decoder's."""
+    monkeypatch.chdir(tmp_path)
+    import gradviz
+
+    config = "num_layers=1,num_decoder_layers=1,d_model=16,d_kv=8,num_heads=2,d_ff=32,vocab_size=79,dropout_rate=0"
+    status, _, err = run_cli("export", "transformers:T5ForConditionalGeneration", "--config", config,
+                             "--input", "2,12:long", "-o", tmp_path / "g.json")
+    assert status == 0, err
+    assert err.count("decoder_input_ids: input 0 again (an encoder-decoder model") == 1
+    path, _ = model_source("transformers:T5ForConditionalGeneration", ["2,12:long"], "sum", config=config)
+    with redirect_stderr(io.StringIO()):
+        graph = gradviz.trace(path)
+    torch.manual_seed(0)
+    model = transformers.T5ForConditionalGeneration(transformers.T5Config(**parse_config(config)))
+    ids = torch.randint(0, 79, (2, 12), generator=torch.Generator().manual_seed(0))
+    model(ids, decoder_input_ids=ids).logits.float().sum().backward()
+    for name in ("shared.weight", "decoder.block.0.layer.0.SelfAttention.q.weight"):
+        want = model.get_parameter(name).grad.norm().item()
+        assert graph.nodes[f"param:{name}"]["grad_norm"] == pytest.approx(want, rel=1e-4)

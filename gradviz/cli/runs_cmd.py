@@ -73,6 +73,17 @@ def _fmt(x) -> str:
     return number(x, none="-")
 
 
+_CLIP_WORDS = {"before_clip": "before the trainer's clip", "after_clip": "after the trainer's clip",
+               "mixed": "before the trainer's clip, after it on some steps"}
+
+
+def _clip_line(r: dict) -> str:
+    """Which gradient norms a trainer callback recorded (meta ``grad_norms``, ``max_grad_norm``)."""
+    clip = r.get("max_grad_norm")
+    at = f"max_grad_norm {_fmt(clip)}" if clip is not None else "no clip"
+    return f"gradient norms: {_CLIP_WORDS.get(r['grad_norms'], r['grad_norms'])} ({at})"
+
+
 def _text(info: dict) -> str:
     from gradviz.core.record.analysis import shard_lines
 
@@ -92,6 +103,8 @@ def _text(info: dict) -> str:
         if g:
             lines.append(f"  global grad norm: last {_fmt(g['last'])}, min {_fmt(g['min'])}, median "
                          f"{_fmt(g['median'])}, max {_fmt(g['max'])}")
+        if r.get("grad_norms"):
+            lines.append("  " + _clip_line(r))
         lines.append(f"  node norms at {r['node_steps']} steps, {r['graphs']} graph structure(s)")
         lines += [f"  note: {note}" for note in r.get("notes") or ()]       # what the reader could not read
     lines += shard_lines(info["ranks"])

@@ -4,7 +4,8 @@
 
 One row per optimizer step, recorded in ``on_before_optimizer_step``: after backward (all
 micro-batches of ``accumulate_grad_batches``, after the all-reduce under DDP) and *before*
-Lightning clips gradients, so the norms are the raw ones. The loss is what Lightning hands to
+Lightning clips gradients, so the norms are the raw ones (meta ``grad_norms`` ``"before_clip"``,
+``max_grad_norm`` the ``gradient_clip_val`` of a clip by norm). The loss is what Lightning hands to
 ``on_before_backward`` (already divided by ``accumulate_grad_batches``), summed over the step's
 micro-batches: the mean loss of the step. Works with ``pytorch_lightning`` and ``lightning.pytorch``.
 A step that cannot be written (disk full, read-only, the file removed) raises ``RecordError`` from
@@ -43,6 +44,11 @@ class GradvizCallback(Callback):
         optimizers = trainer.optimizers
         optimizer = optimizers[0] if len(optimizers) == 1 else None   # several: no update ratios
         self.watch = watch(pl_module, self.path, every=self.every, optimizer=optimizer, **self.watch_options)
+        # the norms are read before Lightning clips (as the HF callback's): the meta says so, and the threshold
+        clip = trainer.gradient_clip_val
+        by_norm = str(getattr(trainer, "gradient_clip_algorithm", "norm") or "norm").lower().endswith("norm")
+        self.watch.set_info("grad_norms", "before_clip")
+        self.watch.set_info("max_grad_norm", float(clip) if clip and by_norm else None)
 
     def on_before_backward(self, trainer, pl_module, loss) -> None:
         part = loss.detach().float()

@@ -212,6 +212,7 @@ def _rank_summary(run: "RunData") -> dict[str, Any]:
         "seconds": _span(s["time"]) if n > 1 else 0.0,
         "node": meta.get("node", 0), "nodes": meta.get("nodes", 1), "local_rank": meta.get("local_rank"),
         "norms": meta.get("norms"), "shards": _shards(run), "model_changes": _changes(run),
+        "grad_norms": meta.get("grad_norms"), "max_grad_norm": meta.get("max_grad_norm"),
         "notes": list(run.notes),
     }
 

@@ -18,6 +18,8 @@ from torch import nn
 from torch.nn.modules.module import (register_module_module_registration_hook,
                                      register_module_parameter_registration_hook)
 
+from gradviz.core.stats.tied_grads import split_ties
+
 __all__ = ["ParamFollower", "ParamChange", "union_order"]
 
 
@@ -77,7 +79,9 @@ class ParamFollower:
 
 
 def union_order(known: list[str], now: list[tuple[str, torch.Tensor]]) -> tuple[list[str], list[tuple]]:
-    """(every name ever recorded, in column order: new names appended; ``now`` in that order)."""
-    union = list(known) + [n for n, _ in now if n not in known]
+    """(every name ever recorded, in column order: new names appended; ``now`` in that order). A name
+    over another parameter's bytes (``tied_grads``) is no column: it comes last, for ``StepStats`` to fold."""
+    kept, tied = split_ties(now)
+    union = list(known) + [n for n, _ in kept if n not in known]
     where = {n: i for i, n in enumerate(union)}
-    return union, sorted(now, key=lambda pair: where[pair[0]])
+    return union, sorted(kept, key=lambda pair: where[pair[0]]) + [pair for i in sorted(tied) for pair in tied[i]]

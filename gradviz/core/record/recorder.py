@@ -119,6 +119,7 @@ from gradviz.core.record.learning_rate import lr_of
 from gradviz.core.record.writer import RunWriter
 from gradviz.core.stats.sharding import any_dtensor, layout
 from gradviz.core.stats.steps import StepStats
+from gradviz.core.runtime.ties import tied_with
 from gradviz.core.stats.update_cadence import UpdateCadence
 from gradviz.core.runtime.version import __version__
 
@@ -222,6 +223,8 @@ class Watch:
             "device": str(self.stats.device), "argv": list(sys.argv), "status": "running",
             "node": self.node, "nodes": self.n_nodes, "local_rank": local_rank(), "norms": self.stats.strategy,
             "param_shards": [layout(p) for p in params] if any_dtensor(params) else None,
+            # one tensor under several names (one object or several over its bytes): one column, the first name
+            "storage_ties": [[first, *others] for first, others in tied_with(self.module).items()],
         }
 
     # -- public -----------------------------------------------------------
@@ -464,7 +467,7 @@ class Watch:
 
     def _follow_model(self, step: int) -> None:
         """Record the module's parameters as they are now (see ``model_follow``)."""
-        change, now = self._follower.diff(step, self.stats.names, self.stats.params)
+        change, now = self._follower.diff(step, *self.stats.named_all())
         if not change:
             return
         try:

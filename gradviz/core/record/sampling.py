@@ -62,6 +62,7 @@ class NodeRecording:
         self._plans: dict[str, object] = {}               # hash -> nodenorms.HookPlan
         self._needs_capture = capture_modules
         self._fwd_handles: list = []                      # forward hooks for module capture only
+        self._ended: list = []                            # captures ended in a hook, their hooks still on
         self._native_key: tuple[int, int] | None = None    # (key, node count) of a structure to learn
         self.follow(stats)
 
@@ -100,6 +101,7 @@ class NodeRecording:
         hook dicts then.) Nothing else is hooked on the model: its hooks would push
         ``Module.__call__`` onto its slow path."""
         self.step = step
+        self._drop_ended()
         sampled = sampled and bool(self.every) and not self.closed
         if not sampled:
             self._remove_forward_hooks()
@@ -111,6 +113,7 @@ class NodeRecording:
 
     def disarm(self) -> None:
         """The step ended: stop waiting for its backward."""
+        self._drop_ended()
         self._capture = None
         self._tap.disarm()
 
@@ -125,6 +128,7 @@ class NodeRecording:
         self._remove_forward_hooks()
 
     def _remove_forward_hooks(self) -> None:
+        self._drop_ended()
         for h in self._fwd_handles:
             h.remove()
         self._fwd_handles = []
@@ -145,11 +149,18 @@ class NodeRecording:
     def _forward_post(self, module, args, output) -> None:
         if self._capture_live:
             self._capture_live = False
+            self._ended.append(self._capture)      # its hooks are removed between steps (end_in_hook)
             try:
-                self._capture.__exit__(None, None, None)
+                self._capture.end_in_hook()
             except Exception:
                 log.debug("module capture could not end", exc_info=True)
                 self._capture = None
+
+    def _drop_ended(self) -> None:
+        """Remove the module hooks of captures ended inside a forward (called between steps)."""
+        ended, self._ended = self._ended, []
+        for cap in ended:
+            cap.remove_hooks()
 
     # -- the sampled backward (called by the tap) ----------------------------
     def sampled_backward(self, root: Any, run: Callable[[], None]) -> None:

@@ -104,6 +104,9 @@ META_TYPES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     **{k: ("text or null", _opt(_is_str)) for k in ("status", "model_class", "hostname", "gradviz_version",
                                                     "torch_version", "wrapper", "optimizer", "device", "norms")},
     "argv": ("a list of text", _list_of(_is_str)),
+    "grad_norms": ("before_clip, after_clip or mixed", _opt(lambda v: v in ("before_clip", "after_clip", "mixed"))),
+    "max_grad_norm": ("a number or null", _opt(_is_num)),
+    "storage_ties": ("a list of name groups", _list_of(_list_of(_is_str))),
 }
 
 

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from torch import nn
 
-__all__ = ["tie_groups", "tied_with", "retie"]
+__all__ = ["tie_groups", "tied_with", "retie", "view_key"]
 
 
-def _view_key(t) -> tuple:
-    """What makes two tensors the same bytes: the storage they view and how they view it."""
+def view_key(t) -> tuple:
+    """What makes two tensors the same bytes: the storage they view and how they view it. An empty tensor
+    holds no bytes: tied by identity only (FSDP's flat parameter gives the parameters a rank does not hold
+    as empty views, several at one offset)."""
+    if t.numel() == 0:
+        return ("object", id(t))
     try:
         ptr = t.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):   # meta tensors, tensor subclasses without storage
@@ -33,7 +37,7 @@ def _view_key(t) -> tuple:
 def _groups(named) -> list[list[str]]:
     by_key: dict[tuple, list[str]] = {}
     for name, t in named:
-        by_key.setdefault(_view_key(t), []).append(name)
+        by_key.setdefault(view_key(t), []).append(name)
     return [names for names in by_key.values() if len(names) > 1]
 
 

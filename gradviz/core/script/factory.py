@@ -31,6 +31,7 @@ from torch import nn
 
 from gradviz.core.runtime.errors import ScriptError
 from gradviz.core.runtime.formatting import byte_size
+from gradviz.core.script.encoder_decoder import decoder_kwargs
 from gradviz.core.script.meta import HEADROOM, available_bytes
 
 __all__ = ["InputSpec", "LossSpec", "Invented", "is_callable_spec", "parse_input", "parse_loss", "parse_config",
@@ -261,6 +262,7 @@ class Invented:
     vocab_module: str | None = field(default=None, init=False)
     built: bool = field(default=False, init=False)          # a model was built: vocab is known
     _vocab_told: bool = field(default=False, init=False, repr=False)
+    _decoder_told: bool = field(default=False, init=False, repr=False)
     stored: tuple | None = field(default=None, init=False)  # a program's own example inputs
 
     @property
@@ -379,8 +381,13 @@ class Invented:
 
     def compute_loss(self, model: nn.Module, inputs: tuple, targets: Any) -> torch.Tensor:
         """Forward on the invented inputs, then the invented loss; a failing forward names the inputs."""
+        extra = decoder_kwargs(model, inputs) if self.program is None else {}
+        if extra and not self._decoder_told:
+            self._decoder_told = True
+            print(f"gradviz: {self.source}: decoder_input_ids: input 0 again (an encoder-decoder model; give them "
+                  "as an --input in their place in forward for others)", file=sys.stderr)
         try:
-            output = model(*inputs)
+            output = model(*inputs, **extra)
         except Exception as exc:
             from gradviz.core.script.load import error_from_exception
 

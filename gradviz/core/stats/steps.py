@@ -46,6 +46,7 @@ import torch
 from gradviz.core.stats.adaptive_clip import AdaptiveClip, clip_after_adaptive
 from gradviz.core.stats.norm_strategies import STRATEGIES, make_strategy
 from gradviz.core.stats.step_numbers import NormStrategy, StepNumbers, settle_numbers
+from gradviz.core.stats.tied_grads import fold_ties, split_ties
 
 __all__ = ["StepStats", "StepNumbers", "StepRow", "step_columns", "STRATEGIES", "ROW_KEYS"]
 
@@ -66,7 +67,8 @@ class StepStats:
 
     def __init__(self, named_parameters: Iterable[tuple[str, torch.Tensor]], *, track_updates: bool = True,
                  strategy: str | None = None) -> None:
-        pairs = [(n, p) for n, p in named_parameters if p.requires_grad]
+        # parameters over the same bytes are one (gradviz.core.stats.tied_grads): the first name is tracked
+        pairs, self.tied = split_ties([(n, p) for n, p in named_parameters if p.requires_grad])
         self.names: list[str] = [n for n, _ in pairs]
         self.params: list[torch.Tensor] = [p for _, p in pairs]
         self.n = len(self.params)
@@ -101,6 +103,9 @@ class StepStats:
         ``updates=False`` skips the update ratios for this step (NaN in the row).
         """
         self._updates_now = self.track_updates and updates
+        if adaptive is None and self.tied and self.strategy != "sharded":
+            self.adaptive_seconds = 0.0
+            return self._measure_tied(max_norm)
         if adaptive is None:
             self.adaptive_seconds = 0.0
             self._numbers, total = self.norms.measure(max_norm, self._updates_now)
@@ -115,6 +120,35 @@ class StepStats:
         self._numbers.clipped = clipped
         self.adaptive_seconds = time.perf_counter() - t0
         return total
+
+    def _measure_tied(self, max_norm: float | None) -> torch.Tensor | None:
+        """``grads_ready`` with tied groups: their summed gradients' norms, each counted once; a clip
+        scales every object's gradient by the coefficient of that total, as ``clip_grad_norm_`` does."""
+        self._numbers, _ = self.norms.measure(None, self._updates_now)
+        fold_ties(self._numbers, self.params, self.tied, self.device)
+        if max_norm is None:
+            return None
+        norms = self._numbers.values[:self._numbers.n_grads]
+        total = torch.tensor(sum(norms) ** 0.5 if self._numbers.squared else
+                             float(torch.linalg.vector_norm(torch.stack([t.float() for t in norms]))) if norms else 0.0)
+        grads = [p for group in self.groups() for p in group if p.grad is not None]
+        if grads:
+            torch.nn.utils.clip_grads_with_norm_(grads, max_norm, total.to(grads[0].grad.device), foreach=None)
+        self._numbers.max_norm = float(max_norm)
+        return total
+
+    def groups(self) -> list[list[torch.Tensor]]:
+        """Every object of each tracked parameter (the first, then those over the same bytes)."""
+        return [[p, *(q for _, q in self.tied.get(i, ()))] for i, p in enumerate(self.params)]
+
+    def named_all(self) -> tuple[list[str], list[torch.Tensor]]:
+        """Every name and object given (the tracked ones, then the others over their bytes)."""
+        others = [pair for i in sorted(self.tied) for pair in self.tied[i]]
+        return self.names + [n for n, _ in others], self.params + [q for _, q in others]
+
+    def tie_names(self) -> list[list[str]]:
+        """The names of each tracked parameter tied by storage to other objects (its first name first)."""
+        return [[self.names[i], *(n for n, _ in others)] for i, others in sorted(self.tied.items())]
 
     def use_grad_norms(self, norms: Sequence[torch.Tensor | None], max_norm: float | None) -> bool:
         """Replace the gradient norms ``grads_ready`` measured by ``norms`` (one 0-d tensor per

@@ -129,6 +129,7 @@ class ForwardCapture(TorchFunctionMode):
         self._stack: list[str] = [""]
         self._handles: list[Any] = []
         self._thread = threading.get_ident()
+        self._inert = False           # ended from inside a hook: the module hooks wait for remove_hooks()
         self._loc_cache: tuple[int, str, str] | None = None
 
     # -- module path --------------------------------------------------------
@@ -145,13 +146,13 @@ class ForwardCapture(TorchFunctionMode):
 
     def _make_pre(self, path: str):
         def pre(module, args):
-            if not compiling() and threading.get_ident() == self._thread:
+            if not self._inert and not compiling() and threading.get_ident() == self._thread:
                 self._stack.append(path)
         return pre
 
     def _make_post(self, path: str):
         def post(module, args, output):
-            if not compiling() and threading.get_ident() == self._thread and len(self._stack) > 1:
+            if not self._inert and not compiling() and threading.get_ident() == self._thread and len(self._stack) > 1:
                 # a compiled module's output nodes were made where no op was seen: attribute them here
                 for t in _leaves(output):
                     if isinstance(t, torch.Tensor) and t.grad_fn is not None and t.grad_fn not in self.origins:
@@ -172,6 +173,17 @@ class ForwardCapture(TorchFunctionMode):
             return super().__exit__(*exc)
         finally:
             self._remove_hooks()
+
+    def end_in_hook(self) -> None:
+        """End the capture from inside a module's forward hook: the mode ends now, the module hooks
+        do nothing from now on and stay until ``remove_hooks()`` (called outside any forward). When
+        the forward raises, torch runs the always-call hooks iterating the module's hook dict itself:
+        removing a hook there raises "OrderedDict mutated during iteration" over the user's error."""
+        self._inert = True
+        super().__exit__(None, None, None)
+
+    def remove_hooks(self) -> None:
+        self._remove_hooks()
 
     def _remove_hooks(self) -> None:
         for h in self._handles:
