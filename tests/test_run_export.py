@@ -61,16 +61,45 @@ def test_open_run_gives_every_step_as_arrays(recorded):
         truth[4][1]["0.weight"], rel=1e-5)
 
 
-def test_frame_needs_pandas_or_says_so(recorded):
-    run = gradviz.open_run(recorded[0])
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        with pytest.raises(ImportError, match="pip install pandas"):
-            run.frame()
-    else:
-        frame = run.frame()
-        assert list(frame.index) == list(range(STEPS)) and "grad_norm/0.weight" in frame.columns
+def test_frame_is_the_runs_steps_as_a_dataframe(recorded):
+    """pandas is a test dependency: the frame is checked against torch's norms, never skipped."""
+    path, truth = recorded
+    frame = gradviz.open_run(path).frame()
+    assert list(frame.index) == list(range(STEPS))
+    np.testing.assert_allclose(frame["loss"], [t[0] for t in truth], rtol=1e-6)
+    np.testing.assert_allclose(frame["grad_norm/0.weight"], [t[1]["0.weight"] for t in truth], rtol=1e-5)
+
+
+def test_frame_without_pandas_says_how_to_get_it(recorded, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pandas", None)      # as if it were not installed
+    with pytest.raises(ImportError, match="pip install pandas"):
+        gradviz.open_run(recorded[0]).frame()
+
+
+def test_runs_export_parquet_holds_torchs_norms(recorded, tmp_path):
+    import pyarrow.parquet as pq
+
+    path, truth = recorded
+    status, out, err = run_cli("runs", "export", path, "-o", tmp_path / "steps.parquet")
+    assert status == 0 and out.startswith(f"wrote {tmp_path / 'steps.parquet'} ({STEPS} steps"), err
+    table = pq.read_table(tmp_path / "steps.parquet").to_pydict()
+    assert table["step"] == list(range(STEPS))
+    np.testing.assert_allclose(table["loss"], [t[0] for t in truth], rtol=1e-6)
+    for name in ("0.weight", "2.bias"):
+        np.testing.assert_allclose(table[f"grad_norm/{name}"], [t[1][name] for t in truth], rtol=1e-5)
+    assert not list(tmp_path.glob("*.tmp*"))                  # written under a temporary name, renamed
+
+
+def test_runs_export_parquet_without_pyarrow_says_how(recorded, tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    monkeypatch.setitem(sys.modules, "pyarrow.parquet", None)
+    status, _, err = run_cli("runs", "export", recorded[0], "-o", tmp_path / "steps.parquet")
+    assert status == 2 and "pip install pyarrow" in err and "Traceback" not in err
+    assert not (tmp_path / "steps.parquet").exists()
 
 
 def test_runs_export_csv_and_json(recorded, tmp_path):
