@@ -202,9 +202,10 @@ def test_huggingface_trainer_on_a_disk_that_fills_stops_at_the_next_step(tmp_pat
             gv.close()                                     # gives up: the disk is still full
         with open_run(disk / "hf.gvrun") as r:
             steps = r.steps()["step"].tolist()
-        # (writes that need no new block -- a rewound WAL, free room in a page -- still succeed
-        # after the disk filled: those steps are on disk, not lost)
-        assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 3   # numbered as the Trainer counts
+        # Steps 1-2 were committed before the disk filled (at step 3's end); step 3's row commits with
+        # step 4's, after it -- on disk only where SQLite still had room (a rewound WAL, free room in a
+        # page), which depends on what else the file holds (the run's meta), so it is not asked for.
+        assert steps == list(range(1, len(steps) + 1)) and len(steps) >= 2   # numbered as the Trainer counts
         assert stopped <= len(steps) + 1, (stopped, steps)   # the step after the failed commit raised
         assert stopped < 40
 
