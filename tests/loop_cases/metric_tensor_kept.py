@@ -90,4 +90,5 @@ net = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
 x, y = data()
 trainer = LTRTrainer(Actor(net, nn.MSELoss()), [Loader(x, y)], torch.optim.SGD(net.parameters(), lr=0.05))
 trainer.train(max_epochs=10)
-print("test loss per epoch", [float(v) for v in trainer.stats["train"]["ClfTrain/test_loss"].history])
+history = trainer.stats["train"]["ClfTrain/test_loss"].history
+print("test loss per epoch", [round(v.item() if torch.is_tensor(v) else v, 4) for v in history])
