@@ -5,7 +5,7 @@
 that ends it, so no unchecked step pays for a hook). Every tensor autograd saves in that window goes through
 ``_pack``: it is wrapped in a small ``_Slot`` that the graph owns in place of the tensor, so the slot lives
 exactly as long as autograd holds the saved tensor (a backward frees it; a graph kept by the loop keeps it).
-A weak reference to each slot keeps the count: ``live(steps)`` is the bytes of the distinct storages that
+The slot's finalizer keeps the count: ``live(steps)`` is the bytes of the distinct storages that
 live slots of those steps hold (a storage once, however many views of it were saved; a view of a larger
 storage -- a batch sliced from the data set -- counts its own bytes, not the whole data set's). Parameters
 are not counted: a kept graph does not make the model's own memory.
@@ -32,8 +32,7 @@ in ``_others_installed`` only, and where it is missing nothing is measured (``av
 from __future__ import annotations
 
 import logging
-import weakref
-from typing import Any, Iterable
+from typing import Iterable
 
 import torch
 from torch.autograd.graph import saved_tensors_hooks
@@ -60,11 +59,27 @@ def _others_installed() -> bool | None:
 
 class _Slot:
     """What the graph holds in place of one saved tensor (its detached alias and its version then)."""
-    __slots__ = ("t", "version", "__weakref__")
+    __slots__ = ("t", "version")
 
     def __init__(self, t: torch.Tensor, version: int) -> None:
         self.t = t
         self.version = version
+
+
+class _Counted(_Slot):
+    """A counted slot: when the graph lets it go, its storage's count in ``live`` goes down (``__del__``, not a
+    weak reference with a callback: half the cost, on the checked steps' every saved tensor)."""
+    __slots__ = ("live", "key")
+
+    def __init__(self, t: torch.Tensor, version: int, live: dict, key: tuple) -> None:
+        self.t, self.version, self.live, self.key = t, version, live, key
+
+    def __del__(self) -> None:
+        entry = self.live.get(self.key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del self.live[self.key]
 
 
 class SavedBytes:
@@ -74,9 +89,8 @@ class SavedBytes:
         self._hooks: saved_tensors_hooks | None = None
         self._step: int | None = None
         self._pack_fn = self._pack                 # (the identity ``close`` compares with the stack's top)
-        # step -> storage key -> [bytes, live slots]; weak reference -> (step, key) for its callback
-        self._live: dict[int, dict[Any, list[int]]] = {}
-        self._refs: dict[weakref.ref, tuple[int, Any]] = {}
+        # (step, storage pointer, device index) -> [bytes, live slots]
+        self._live: dict[tuple, list[int]] = {}
 
     @property
     def is_open(self) -> bool:
@@ -109,48 +123,41 @@ class SavedBytes:
 
     def live(self, steps: Iterable[int] | None = None) -> int:
         """Bytes of the distinct storages still held for backward by the saved tensors of ``steps`` (all)."""
-        sizes: dict[Any, int] = {}
-        for step in (self._live if steps is None else steps):
-            for key, (nbytes, _) in self._live.get(step, {}).items():
+        wanted = None if steps is None else set(steps)
+        sizes: dict[tuple, int] = {}
+        for (step, ptr, device), (nbytes, _) in list(self._live.items()):
+            if wanted is None or step in wanted:
+                key = (ptr, device)
                 if nbytes > sizes.get(key, -1):
                     sizes[key] = nbytes
         return sum(sizes.values())
 
-    # -- the hooks ---------------------------------------------------------------------
+    # -- the hook ----------------------------------------------------------------------
     def _pack(self, t: torch.Tensor) -> _Slot:
-        slot = _Slot(t.detach(), t._version)
-        base = t._base if t._base is not None else t
-        if isinstance(base, torch.nn.Parameter) or (base.is_leaf and base.requires_grad) or t.is_meta:
-            return slot                            # the model's own memory (or none, on meta): not counted
+        base = t._base
+        if base is None:
+            base = t
+        if (base.is_leaf and (base.requires_grad or isinstance(base, torch.nn.Parameter))) or t.is_meta:
+            return _Slot(t.detach(), t._version)   # the model's own memory (or none, on meta): not counted
         try:
             storage = t.untyped_storage()
-            key = (storage.data_ptr(), str(storage.device))
-            nbytes = min(t.numel() * t.element_size(), storage.nbytes())
         except (RuntimeError, NotImplementedError):
             # sparse and other storage-less layouts: saved, version-checked, not counted
             log.debug("gradviz: a saved %s tensor has no storage to count", t.layout)
-            return slot
-        per_step = self._live.setdefault(self._step, {})
-        entry = per_step.get(key)
+            return _Slot(t.detach(), t._version)
+        key = (self._step, storage.data_ptr(), t.get_device())
+        nbytes = t.numel() * t.element_size()
+        cap = storage.nbytes()                     # (an expanded tensor's numel overstates its memory)
+        if nbytes > cap:
+            nbytes = cap
+        entry = self._live.get(key)
         if entry is None:
-            per_step[key] = [nbytes, 1]
+            self._live[key] = [nbytes, 1]
         else:
-            entry[0] = max(entry[0], nbytes)
+            if nbytes > entry[0]:
+                entry[0] = nbytes
             entry[1] += 1
-        self._refs[weakref.ref(slot, self._freed)] = (self._step, key)
-        return slot
-
-    def _freed(self, ref: weakref.ref) -> None:
-        step, key = self._refs.pop(ref, (None, None))
-        per_step = self._live.get(step)
-        if per_step is None or key not in per_step:
-            return
-        entry = per_step[key]
-        entry[1] -= 1
-        if entry[1] <= 0:
-            del per_step[key]
-            if not per_step:
-                del self._live[step]
+        return _Counted(t.detach(), t._version, self._live, key)
 
 
 def _unpack(slot: _Slot) -> torch.Tensor:
