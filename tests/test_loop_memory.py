@@ -86,3 +86,21 @@ def test_a_users_saved_tensor_hooks_keep_working(tmp_path, monkeypatch):
     status, found = _findings(tmp_path, monkeypatch, script)
     assert status == 0 and int(marker.read_text()) >= 30 * 3
     assert not {"memory-growing", "graph-kept-alive", "loop-exception"} & set(found), found
+
+
+def test_kept_graphs_under_a_users_hooks_claim_no_bytes(tmp_path, monkeypatch):
+    """running_loss's bug inside the user's own saved-tensor hooks: the graphs are found, their bytes not
+    counted (gradviz did not measure), and the message does not say they hold none."""
+    script = tmp_path / "kept_own_hooks.py"
+    script.write_text(HEAD + (
+        "total = 0\n"
+        "with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):\n"
+        "    for step in range(30):\n"
+        "        opt.zero_grad()\n"
+        "        loss = model(torch.randn(16, 8)).pow(2).mean()\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "        total += loss\n"))
+    _, found = _findings(tmp_path, monkeypatch, script)
+    kept = found["graph-kept-alive"]
+    assert kept["data"]["saved_bytes"] is None and "holding" not in kept["message"]

@@ -80,7 +80,8 @@ class KeptGraphs:
         if len(old) < 2 or len(old) <= self._reported:
             return None
         self._reported = len(old)
-        held = self.saved.live(old) if self.saved.available else None
+        measured = [s for s in old if s in self.saved.measured]      # (step 0, or a user's hooks: not counted)
+        held = self.saved.live(measured) if measured else None
         holding = "" if held is None else (
             f", holding {size_text(held)} of tensors saved for backward" if held else
             ", holding no saved tensors (their backward freed them: the nodes and their outputs stay)")

@@ -88,6 +88,7 @@ class SavedBytes:
         self.skipped = 0                           # windows not measured (a user's own hooks were installed)
         self._hooks: saved_tensors_hooks | None = None
         self._step: int | None = None
+        self.measured: set[int] = set()            # the steps whose saved tensors were counted
         self._pack_fn = self._pack                 # (the identity ``close`` compares with the stack's top)
         # (step, storage pointer, device index) -> [bytes, live slots]
         self._live: dict[tuple, list[int]] = {}
@@ -106,6 +107,7 @@ class SavedBytes:
         hooks = saved_tensors_hooks(self._pack_fn, _unpack)
         hooks.__enter__()
         self._hooks, self._step = hooks, step
+        self.measured.add(step)
         return True
 
     def close(self) -> None:
