@@ -115,3 +115,18 @@ def test_a_users_own_hooks_are_left_in_charge():
 
 def test_size_text():
     assert size_text(512) == "512 B" and size_text(3 * 1024) == "3.0 KiB" and size_text(5.5 * 2**20) == "5.5 MiB"
+
+
+def test_a_dropped_doctor_leaves_no_hooks_installed():
+    """A watch dropped without close() mid-window: its doctor goes, and its saved-tensor pair with it."""
+    from gradviz.core.loop.doctor import LoopDoctor
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    doctor = LoopDoctor(every=10)
+    opt.zero_grad()
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()                                        # step 0 done: step 1's window opens
+    assert torch._C._autograd._top_saved_tensors_default_hooks(True) is not None
+    del doctor
+    gc.collect()
+    assert torch._C._autograd._top_saved_tensors_default_hooks(True) is None

@@ -37,6 +37,8 @@ class KeptGraphs:
         self.every = every
         self.always = always                      # the first iterations, always checked
         self.saved = SavedBytes()
+        # a watch dropped without close() takes its doctor, and this, with it: the window must not stay pushed
+        weakref.finalize(self, self.saved.close)
         self._alive: dict[int, int] = {}          # iteration -> checked losses' graphs still alive
         self._saved_series: list[tuple[int, float]] = []
         self._cuda_series: list[tuple[int, float]] = []
