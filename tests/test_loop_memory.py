@@ -3,7 +3,10 @@ and still held), through ``gradviz run`` on reproduced loops (tests/loop_cases/)
 tensors for good reasons: neither finding there, and a user's own saved-tensor hooks stay in charge."""
 from __future__ import annotations
 
+import runpy
 from pathlib import Path
+
+import torch
 
 from gradviz.cli.main import main
 from gradviz.core.record.loading import summarize
@@ -104,3 +107,27 @@ def test_kept_graphs_under_a_users_hooks_claim_no_bytes(tmp_path, monkeypatch):
     _, found = _findings(tmp_path, monkeypatch, script)
     kept = found["graph-kept-alive"]
     assert kept["data"]["saved_bytes"] is None and "holding" not in kept["message"]
+
+
+def test_activation_checkpointing_under_the_count_is_healthy_and_exact(tmp_path, monkeypatch):
+    """torch.utils.checkpoint pushes its own saved-tensor hooks inside the forward (above the doctor's) and
+    recomputes in backward: the run is clean and the gradients are the ones a plain run gets."""
+    script = tmp_path / "checkpointed.py"
+    grads = tmp_path / "grads.pt"
+    script.write_text(HEAD + (
+        "from torch.utils.checkpoint import checkpoint\n"
+        "g = torch.Generator().manual_seed(1)\n"
+        "data = [torch.randn(16, 8, generator=g) for _ in range(30)]\n"
+        "for x in data:\n"
+        "    opt.zero_grad()\n"
+        "    checkpoint(model, x, use_reentrant=False).pow(2).mean().backward()\n"
+        "    opt.step()\n"
+        f"torch.save([p.detach() for p in model.parameters()], {str(grads)!r})\n"))
+    status, found = _findings(tmp_path, monkeypatch, script)
+    assert status == 0 and not found, found
+    recorded = torch.load(grads)
+    unwatched = tmp_path / "unwatched.py"                  # the same script, run without gradviz
+    unwatched.write_text(script.read_text().replace(str(grads), str(tmp_path / "plain.pt")))
+    runpy.run_path(str(unwatched), run_name="__main__")
+    plain = torch.load(tmp_path / "plain.pt")
+    assert all(torch.equal(a, b) for a, b in zip(recorded, plain))
