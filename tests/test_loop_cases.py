@@ -25,6 +25,7 @@ BUGS = {
     "optimizer_over_last_layer": "not-in-optimizer",
     "warmup_lr_zero": "lr-zero",
     "labels_shuffled_apart": "loss-flat",
+    "metric_tensor_kept": "memory-growing",
 }
 LOOP_CODES = {"grad-not-cleared", "grad-accumulation", "graph-kept-alive", "graph-reused", "frozen-but-updated",
               "not-in-optimizer", "lr-zero", "lr-schedule", "loss-flat", "memory-growing", "loop-exception"}

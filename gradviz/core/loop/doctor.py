@@ -24,18 +24,18 @@ to the last step's gradient; several backwards between two steps are accumulatio
 (the same backward line run several times; ``grad-accumulation`` when the loss is not scaled). ``graph-reused`` -- a checked backward tags its
 nodes with the iteration (``graph_marks``); an input of a module, or a later backward, that reaches a
 node of an earlier iteration carries that graph (before torch's "backward through the graph a second
-time" error, which then confirms it). ``graph-kept-alive`` -- a token kept in the ``metadata`` of the loss's node of the
-steps 1, 2 and every ``every``-th + 1 (never a node-norm sampled step: the sampler's hooks leave that
-graph to the cycle collector) dies with the node: tokens of steps before the last one still alive are
-graphs kept by the loop. ``frozen-but-updated`` -- parameters with ``requires_grad=False`` that an optimizer holds with a
+time" error, which then confirms it). ``graph-kept-alive`` and
+``memory-growing`` (``kept_graphs``): a token in the loss node's ``metadata`` of the steps 1, 2 and every
+``every``-th + 1 dies with the node (tokens of earlier steps still alive are graphs kept by the loop), and on
+those steps ``saved_bytes`` counts what autograd saves and still holds (the bytes the kept graphs hold;
+rising at every such step: memory growing, on any device; CUDA's allocated bytes too where CUDA is in use).
+``frozen-but-updated`` -- parameters with ``requires_grad=False`` that an optimizer holds with a
 ``.grad`` are copied before its step and compared after. ``not-in-optimizer``, ``lr-zero``: from the
 optimizers' parameter groups. ``lr-schedule``: torch's own warning that ``lr_scheduler.step()`` came
-before ``optimizer.step()`` (seen through ``warnings.showwarning``, chained). ``memory-growing``:
-CUDA's allocated bytes after checked steps, where CUDA is in use.
+before ``optimizer.step()`` (seen through ``warnings.showwarning``, chained).
 """
 from __future__ import annotations
 
-import gc
 import logging
 import sys
 import traceback
@@ -49,7 +49,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook, register_op
 from gradviz.core.diagnosis.findings import Finding
 from gradviz.core.loop import graph_marks
 from gradviz.core.loop.advice import loop_finding, names as names_text
-from gradviz.core.loop.trend import growing
+from gradviz.core.loop.kept_graphs import KeptGraphs
 from gradviz.core.runtime.interrupts import where_user_code_is
 from gradviz.core.runtime.locations import is_user_file
 
@@ -60,10 +60,6 @@ log = logging.getLogger(__name__)
 __all__ = ["LoopDoctor"]
 
 ALWAYS_CHECKED = 3           # iterations 0, 1, 2: the bugs of the issue show from the first steps
-
-
-class _Token:
-    """Kept in a loss's ``node.metadata``: it dies with the node (its finalizer says so)."""
 
 
 class LoopDoctor:
@@ -90,7 +86,7 @@ class LoopDoctor:
         self._frozen_before: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self._frozen: dict[str, float] = {}
         self._lr_zero: dict[tuple[int, int], int] = {}
-        self._alive: dict[int, int] = {}               # iteration -> checked losses' graphs still alive
+        self._kept = KeptGraphs(self.every, ALWAYS_CHECKED)   # graph-kept-alive, memory-growing
         self._reuse: dict[str, Any] | None = None      # the carried tensor, once seen
         self._reuse_candidate = False
         self._walked = False                           # this iteration's backward tagged its graph
@@ -98,7 +94,6 @@ class LoopDoctor:
         self._outside: list[weakref.ref] = []          # the models' parameters no optimizer holds (cached)
         self._outside_key: Any = None
         self._outside_checks = 0
-        self._memory: list[tuple[int, float]] = []
         # torch's global hooks and warnings.showwarning hold the doctor weakly: a watch dropped without
         # close() takes its doctor with it, never leaving hooks that watch every later optimizer
         self._handles = [register_optimizer_step_pre_hook(weakly(self, "_pre")),
@@ -141,12 +136,9 @@ class LoopDoctor:
 
     def findings(self) -> list[Finding]:
         out = dict(self._found)
-        mem = growing(self._memory)
+        mem = self._kept.memory_finding()
         if mem is not None:
-            out["memory-growing"] = loop_finding(
-                "memory-growing", f"CUDA memory allocated rose at every checked step, {mem['first'] / 2**20:.1f} -> "
-                f"{mem['last'] / 2**20:.1f} MiB (steps {mem['first_step']}-{mem['last_step']})",
-                step=mem["first_step"], data=mem)
+            out[mem.code] = mem
         return list(out.values())
 
     def record_exception(self, exc: BaseException) -> Finding:
@@ -170,6 +162,7 @@ class LoopDoctor:
             h.remove()
         self._handles.clear()
         self._forward_hook(False)
+        self._kept.close()
         if warnings.showwarning is self._shown_by:
             warnings.showwarning = self._showwarning
 
@@ -220,10 +213,9 @@ class LoopDoctor:
             if walk is not None and walk.old:
                 self._reused_in_backward(walk, it, crashed=True)
             raise
-        if it % self.every and (it < ALWAYS_CHECKED or it % self.every == 1):
-            # not on the node-norm sampled steps (multiples of every): the sampler's hooks put their graph
-            # in a reference cycle that only the cycle collector frees, which is no leak of the loop's
-            self._hook_token(fn, it)
+        kept = self._kept.on_backward(fn, it)
+        if kept is not None:
+            self._add(kept)
 
     # -- optimizer hooks ---------------------------------------------------------
     def _pre(self, optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
@@ -263,8 +255,7 @@ class LoopDoctor:
                     g = p.grad
                     if g is not None:
                         self._grad_snap.append((p, weakref.ref(g), g._version, key))
-            if torch.cuda.is_available() and torch.cuda.is_initialized():
-                self._memory.append((step, float(torch.cuda.memory_allocated())))
+        self._kept.after_step(step, self.iteration, due)
         self._end_of_step(step)
         if self._walked:
             self._walked = False
@@ -377,37 +368,6 @@ class LoopDoctor:
                         if tag >= 1:
                             self._report_reuse(self._reuse, it, tag, crashed=False)
                         return
-
-    def _hook_token(self, fn: Any, it: int) -> None:
-        # in node.metadata (a dict the C++ node owns): released with the node on every supported torch
-        # (a hook would do on 2.13, but on 2.6 it keeps the node's Python object, and so the node, alive)
-        token = _Token()
-        self._alive[it] = self._alive.get(it, 0) + 1
-        weakref.finalize(token, self._graph_freed, it)
-        fn.metadata["gradviz_loop_alive"] = token
-        old = self._old_alive(it)
-        prev = self._found.get("graph-kept-alive")
-        if len(old) >= 2 and (prev is None or len(old) > prev.data.get("n_steps", 0)):
-            # a graph in a reference cycle (a hook's closure: the node-norm sampler's, a user's) waits for
-            # the cycle collector, which is no leak of the loop: the young generations (cheap) first
-            gc.collect(1)
-            old = self._old_alive(it)
-        if len(old) >= 2 and (prev is None or len(old) > prev.data.get("n_steps", 0)):
-            self._add(loop_finding(
-                "graph-kept-alive", f"The graphs of {len(old)} earlier checked steps (steps {old[0]}-{old[-1]}) "
-                f"are still alive at step {it}: something keeps each step's loss, or a tensor made from it, "
-                "with its grad_fn (total += loss and kin)", step=old[0],
-                data={"n_steps": len(old), "steps": old[-20:]}))
-
-    def _old_alive(self, it: int) -> list[int]:
-        return sorted(s for s, n in self._alive.items() if n > 0 and s < it - 1)
-
-    def _graph_freed(self, it: int) -> None:
-        n = self._alive.get(it, 0) - 1
-        if n <= 0:
-            self._alive.pop(it, None)
-        else:
-            self._alive[it] = n
 
     def _check_frozen(self, step: int) -> None:
         before, self._frozen_before = self._frozen_before, {}
