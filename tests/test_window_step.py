@@ -126,6 +126,9 @@ def test_screenshot_mode_trains_selects_and_reports_what_every_panel_shows(tmp_p
     assert r["modules"]["fc2"]["grad_norm"] == pytest.approx(oracle_graph.graph["modules"]["fc2"]["grad_norm"], rel=2e-3)
     assert r["training"]["loss"] == pytest.approx(oracle_graph.graph["loss"], rel=2e-3)
     assert r["training"]["loss_step"] == 20 and "training step 20" in r["export_header"]
+    # every plot drawn to the last row (step 19's loss: the row of the step that led to step 20), not
+    # to where a frame budget left it (a grab right after the pause had the norms at step 8)
+    assert r["training"]["plots_drawn_to"] == {"loss": 19.0, "grad_norm": 19.0, "lr": 19.0}
     assert _gradviz([str(MLP), "--report", "r.json"], tmp_path).returncode == 2       # only with --screenshot
 
 
@@ -142,3 +145,22 @@ def test_screenshot_mode_refuses_a_node_the_graph_does_not_have(qtbot, full):
     driver.start()
     qtbot.waitUntil(lambda: bool(ended), timeout=WAIT_MS)
     assert ended == ["--select nope: no such node or module in the graph"]
+
+
+def test_a_screenshot_after_training_grabs_every_plot_drawn_to_the_last_step(qtbot, full, monkeypatch):
+    """A timer tick draws only the plots that fit its frame budget, so a grab right after training
+    paused caught the CNN's loss at step 20 and its norms at step 8. The grab no longer waits on the
+    timer: with the timer drawing nothing at all, every plot is still drawn to the last row."""
+    from gradviz.app.screenshot_script import ScreenshotDriver, ScreenshotPlan
+    from gradviz.app.training import plots
+    from gradviz.app.window_report import report
+
+    timed = plots.TrainingPlots.refresh
+    monkeypatch.setattr(plots.TrainingPlots, "refresh", lambda self, force=False: timed(self, True) if force else None)
+    open_and_wait(qtbot, full, MLP)
+    ended = []
+    driver = ScreenshotDriver(full, ScreenshotPlan(train_steps=12),
+                              lambda error: ended.append((error, report(full)["training"]["plots_drawn_to"])))
+    driver.start()
+    qtbot.waitUntil(lambda: bool(ended), timeout=WAIT_MS)
+    assert ended == [(None, {"loss": 11.0, "grad_norm": 11.0, "lr": 11.0})]

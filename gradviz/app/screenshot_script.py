@@ -132,7 +132,14 @@ class ScreenshotDriver:
                 return
             self.stage = "settle"
         if self.stage == "settle":
+            panel = getattr(w, "training_panel", None)
+            if plan.needs_training and panel is not None and len(panel.history) < plan.train_steps:
+                return                          # the last rows still queued (they come in batches at <= 30 Hz)
             if w.sync.settled() and not w.status.is_busy():
+                if panel is not None:
+                    # every plot drawn to the last row: a timer tick draws only what fits its frame
+                    # budget, so a grab right after the pause caught the loss at step 20, the norms at 8
+                    panel.plots_slot.refresh()
                 self._finish(None)
 
     def _finish(self, error: str | None) -> None:

@@ -85,7 +85,8 @@ def report(window) -> dict:
         out["training"] = {"state": panel.state, "steps_done": shown_number(panel.step_label.text()),
                            "loss": shown_number(panel.loss_label.text().removeprefix("loss ")),
                            "loss_step": shown_number(panel.loss_label.text().partition("(step ")[2]),
-                           "labels": labels, "history": len(panel.history)}
+                           "labels": labels, "history": len(panel.history),
+                           "plots_drawn_to": panel.plots_slot.widget.drawn_to() if panel.plots_slot.made() else None}
     out["loss_node"] = {"loss": scene.values.loss, "step": scene.values.loss_step}
     if doc.view is not None:
         from gradviz.render.scene.header import header_text
