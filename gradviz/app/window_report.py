@@ -52,6 +52,14 @@ def inspector_report(window) -> dict:
     return out
 
 
+def plots_drawn_to(plots) -> dict[str, float | None]:
+    """The last step each scalar training plot's curve holds: a plot drawn to the step shown."""
+    def last(curve) -> float | None:
+        data = curve.xData            # the data set, before clipping/downsampling for display
+        return None if data is None or not len(data) else float(data[-1])
+    return {"loss": last(plots.loss_curve), "grad_norm": last(plots.pre_curve), "lr": last(plots.lr_curve)}
+
+
 def report(window) -> dict:
     """Everything the window's panels show now, with the step each names."""
     doc = window.document
@@ -86,7 +94,7 @@ def report(window) -> dict:
                            "loss": shown_number(panel.loss_label.text().removeprefix("loss ")),
                            "loss_step": shown_number(panel.loss_label.text().partition("(step ")[2]),
                            "labels": labels, "history": len(panel.history),
-                           "plots_drawn_to": panel.plots_slot.widget.drawn_to() if panel.plots_slot.made() else None}
+                           "plots_drawn_to": plots_drawn_to(panel.plots_slot.widget) if panel.plots_slot.made() else None}
     out["loss_node"] = {"loss": scene.values.loss, "step": scene.values.loss_step}
     if doc.view is not None:
         from gradviz.render.scene.header import header_text

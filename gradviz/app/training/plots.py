@@ -365,13 +365,6 @@ class TrainingPlots(QWidget):
         data = self.loss_curve.xData          # the data set, before clipping/downsampling for display
         return 0 if data is None else len(data)
 
-    def drawn_to(self) -> dict[str, float | None]:
-        """The last step each scalar plot's curve holds (the report: a plot drawn to the step shown)."""
-        def last(curve) -> float | None:
-            data = curve.xData
-            return None if data is None or not len(data) else float(data[-1])
-        return {"loss": last(self.loss_curve), "grad_norm": last(self.pre_curve), "lr": last(self.lr_curve)}
-
     # -- hover ------------------------------------------------------------
     def _describe(self, text_at):
         def describe(x: float):
