@@ -10,19 +10,19 @@ import pytest
 import torch
 from torch import nn
 
-from gradviz.core.loop.saved_bytes import SavedBytes, size_text
+from gradviz.core.loop.saved_bytes import SavedBytes, hooks_installed, size_text
 
 
 def _saved_by_graph(root: torch.Tensor, params: set[int]) -> int:
     """Oracle: walk the graph, read each node's saved tensors as torch exposes them, distinct storages once
     (a view counts its own bytes; the largest view of a storage), the parameters' storages left out."""
     sizes: dict[int, int] = {}
-    seen, stack = set(), [root.grad_fn]
-    while stack:
+    seen, stack = {}, [root.grad_fn]      # id -> node: the node kept alive, so its id is not reused
+    while stack:                           # (torch 2.6 makes a new Python object per next_functions read)
         node = stack.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         for name in dir(node):
             if name.startswith("_saved_") and not name.startswith("_saved_raw"):
                 value = getattr(node, name)
@@ -110,7 +110,7 @@ def test_a_users_own_hooks_are_left_in_charge():
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         torch.exp(torch.randn(4, requires_grad=True))
     saved.close()
-    assert not saved.is_open and torch._C._autograd._top_saved_tensors_default_hooks(True) is None
+    assert not saved.is_open and not hooks_installed()
 
 
 def test_size_text():
@@ -126,7 +126,7 @@ def test_a_dropped_doctor_leaves_no_hooks_installed():
     opt.zero_grad()
     model(torch.randn(4, 8)).sum().backward()
     opt.step()                                        # step 0 done: step 1's window opens
-    assert torch._C._autograd._top_saved_tensors_default_hooks(True) is not None
+    assert hooks_installed()
     del doctor
     gc.collect()
-    assert torch._C._autograd._top_saved_tensors_default_hooks(True) is None
+    assert not hooks_installed()

@@ -25,9 +25,12 @@ Two things the slot must do that a plain identity pack hook does not:
 
 A user's own saved-tensor hooks win: ``open`` does nothing while another pair is installed (only the top
 pair of torch's stack runs, so pushing ours would switch theirs off, e.g. ``save_on_cpu``), and ``close``
-pops only its own pair. Knowing what is installed needs torch's private, read-only
-``torch._C._autograd._top_saved_tensors_default_hooks`` (present on 2.x; no public query exists): it is read
-in ``_others_installed`` only, and where it is missing nothing is measured (``available`` False).
+pops only its own pair. torch has no public query of its hook stack, so both are asked of torch itself with a
+probe, the same on every torch 2.x: ``hooks_installed`` saves a one-element tensor (``a * a``) and registers a
+pair on that saved tensor (``grad_fn._raw_saved_self.register_hooks``, the per-tensor hooks of torch's
+"Hooks for saved tensors" notes), which torch refuses when an installed pair already packed it ("hooks have
+already been set"); ``close`` saves one and sees whether ``_pack`` was the hook that packed it. (torch 2.6 has
+no ``_top_saved_tensors_default_hooks``; reading it, the doctor measured nothing there.)
 """
 from __future__ import annotations
 
@@ -42,19 +45,30 @@ log = logging.getLogger(__name__)
 __all__ = ["SavedBytes", "size_text"]
 
 
-def _others_installed() -> bool | None:
-    """Whether saved-tensor hooks other than none are installed now; None when torch cannot say."""
-    top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-    enabled = getattr(torch._C._autograd, "_saved_tensors_hooks_is_enabled", None)
-    if top is None:
-        return None
-    try:
-        if enabled is not None and not enabled():
-            return True                # disable_saved_tensors_hooks(): pushing would raise
-        return top(True) is not None
-    except (TypeError, RuntimeError):
-        log.debug("gradviz: torch's saved-tensor hook stack cannot be read", exc_info=True)
-        return None
+def _identity(t):
+    return t
+
+
+def hooks_installed() -> bool:
+    """Whether a saved-tensor hook pair is installed now (a probe: see the module's docstring)."""
+    with torch.enable_grad():
+        a = torch.zeros(1, requires_grad=True)
+        b = a * a                                     # mul saves its inputs (b kept: torch 2.6 frees a dead
+        saved = b.grad_fn._raw_saved_self             # output's saved values)
+        try:
+            saved.register_hooks(_identity, _identity)
+        except RuntimeError as exc:
+            if "already been set" in str(exc):        # a pair packed it
+                return True
+            raise
+    return False
+
+
+def _save_one() -> None:
+    """Make autograd save one tensor (a leaf's: never counted), for ``close``'s probe."""
+    with torch.enable_grad():
+        a = torch.zeros(1, requires_grad=True)
+        a * a
 
 
 class _Slot:
@@ -84,12 +98,14 @@ class _Counted(_Slot):
 
 class SavedBytes:
     def __init__(self) -> None:
-        self.available = _others_installed() is not None
+        self.available = True                      # (kept for callers: every torch 2.x can be probed)
         self.skipped = 0                           # windows not measured (a user's own hooks were installed)
         self._hooks: saved_tensors_hooks | None = None
         self._step: int | None = None
         self.measured: set[int] = set()            # the steps whose saved tensors were counted
-        self._pack_fn = self._pack                 # (the identity ``close`` compares with the stack's top)
+        self._pack_fn = self._pack
+        self._probing = False                      # close's probe: did ``_pack`` see the probe's tensor
+        self._probe_seen = False
         # (step, storage pointer, device index) -> [bytes, live slots]
         self._live: dict[tuple, list[int]] = {}
 
@@ -101,11 +117,15 @@ class SavedBytes:
         """Measure what autograd saves from now until ``close`` as ``step``'s (False: not measured)."""
         if self._hooks is not None or not self.available:
             return False
-        if _others_installed() is not False:
+        if hooks_installed():
             self.skipped += 1
             return False
         hooks = saved_tensors_hooks(self._pack_fn, _unpack)
-        hooks.__enter__()
+        try:
+            hooks.__enter__()
+        except RuntimeError:        # disable_saved_tensors_hooks() is in force: no pair may be pushed
+            self.skipped += 1
+            return False
         self._hooks, self._step = hooks, step
         self.measured.add(step)
         return True
@@ -115,13 +135,20 @@ class SavedBytes:
         not yet popped stays; ours then stays under it, and a later ``close`` pops it)."""
         if self._hooks is None:
             return
-        top = getattr(torch._C._autograd, "_top_saved_tensors_default_hooks", None)
-        current = top(True) if top is not None else None
-        if current is None or current[0] is not self._pack_fn:
+        if not self._on_top():
             log.debug("gradviz: another saved-tensor hook pair is above the loop doctor's; it stays for now")
             return
         hooks, self._hooks = self._hooks, None
         hooks.__exit__(None, None, None)
+
+    def _on_top(self) -> bool:
+        """Whether our pair is the one that packs what autograd saves now."""
+        self._probing, self._probe_seen = True, False
+        try:
+            _save_one()
+        finally:
+            self._probing = False
+        return self._probe_seen
 
     def live(self, steps: Iterable[int] | None = None) -> int:
         """Bytes of the distinct storages still held for backward by the saved tensors of ``steps`` (all)."""
@@ -136,6 +163,8 @@ class SavedBytes:
 
     # -- the hook ----------------------------------------------------------------------
     def _pack(self, t: torch.Tensor) -> _Slot:
+        if self._probing:
+            self._probe_seen = True                # (the probe's tensor is a leaf: not counted below)
         base = t._base
         if base is None:
             base = t
