@@ -94,16 +94,16 @@ def _route(original: Callable, tensors: Any, args: tuple, kwargs: dict) -> Any:
     owners = _waiting.get(_thread_id())
     if not owners:
         return original(tensors, *args, **kwargs)
-    if len(owners) == 1 and not args and not kwargs:
-        # the usual call (``loss.backward()``, one owner: ``gradviz run``'s doctor on every backward): no copy
-        # of the owners, no argument re-packing
+    if len(owners) == 1:
+        # the usual call (one owner: ``gradviz run``'s doctor on every backward): no copy of the owners, no
+        # argument re-packing, one closure
         owner = owners[0]()
         if owner is None:
-            return original(tensors)
+            return original(tensors, *args, **kwargs)
         result: list = [None]
 
         def once() -> None:
-            result[0] = original(tensors)
+            result[0] = original(tensors, *args, **kwargs)
 
         owner.sampled_backward(tensors[0] if isinstance(tensors, (tuple, list)) and len(tensors) == 1 else tensors,
                                once)
