@@ -39,6 +39,28 @@ between runs than between trees. Per-step medians (2000 steps, by step position,
 read the difference: watch - watch-noloop 35, 30 us -> 27, 16 us per step; run - watch-noloop 59, 47 ->
 39, 24 us; watch-noloop itself (watch's own work, not the doctor's) 1.19-1.26x the 0.375 ms plain step --
 so the 1.05x target for run cannot be met on this model by the doctor alone, and is not shown.
+
+#26 ordinary-step pass (2026-12-04, same 2-core machine, heavily shared: plain steps read 0.40-0.48 ms in
+this script where 0.378 ms quiet), main (a565ba5) and the h-overhead tree alternately, three runs each,
+--rounds 15 --block 60 --clock cpu, medians (quartiles): main run 1.308x (1.247-1.425), 1.306x
+(1.280-1.368), 1.353x (1.108-1.488); after 1.351x (1.255-1.827), 1.286x (1.233-1.371), 1.315x
+(1.146-1.604); floor in the same runs 1.037-1.118x. The change (~4-5 us a step) is far inside that noise.
+What reads it: benchmarks/bench_run_parts.py's in-loop timers (same machine, 2,000 steps, unchecked
+positions, main vs after, two runs each): the tap + the doctor's backward minus torch's backward 16.3, 12.7
+-> 12.5, 10.1 us; doctor pre+post hooks 11.7, 9.4 -> 10.2, 8.3 us; step_loss 5.3, 4.2 -> 3.1, 2.7 us; and
+called alone in a tight loop (min of 7 x 20,000): tap + doctor backward with a no-op backward 4.70-4.76 ->
+4.01-4.41 us, doctor pre+post 2.31-2.40 -> 2.08-2.25 us, step_loss 0.90-1.46 -> 0.39-0.41 us. Where the
+rest goes (bench_run_parts.py, unchecked steps, +75-90 us over a 0.38-0.40 ms plain step): the gradient-norm
+read 22 us in the loop (11.5 us alone, the floor's foreach_norm + tolist 13.4 us alone: at the floor), the
+rest of w.step ~8 us, the doctor's hooks ~8 us, the tap ~10 us, the watch's hooks ~3 us -- ~50 us of
+direct cost -- and ~25 us that no gradviz code runs in: the same phases timed apart (zero_grad, forward,
+backward, optimizer step) read +3, +9 and (beyond the tap) +5 us over plain, with no hook installed on
+those steps (checked: no global or module hook, no saved-tensor hook, no function mode): caches and branch
+predictors refilled after ~20 Python calls a step. Not garbage collection (gc.disable() changes nothing),
+not the buffered rows (clearing them every step changes nothing). Without the native accelerator (not
+built on this machine) the cycle's sampled step 0 costs +330-440 us and the checked step 1 +200-240 us
+(bench_loop_steps.py): ~40 us a step averaged over the cycle, on top of the ordinary steps'. The 1.05x
+target is NOT met on this model; the ordinary step's direct work is ~3x the floor's.
 """
 from __future__ import annotations
 

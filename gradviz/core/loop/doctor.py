@@ -171,9 +171,11 @@ class LoopDoctor:
         if self.closed or not isinstance(root, torch.Tensor) or root.grad_fn is None:
             run()
             return
-        it = self.iteration
-        if not (self._due(it) or self._reuse_candidate or self._grad_snap or self._fwd_handle is not None
-                or (it % self.every == 1)):
+        steps = self._opt_steps
+        it = min(steps.values()) if steps else 0        # (self.iteration, inlined: every backward passes here)
+        every = self.every
+        if not (it < ALWAYS_CHECKED or it % every in (0, 1) or self._reuse_candidate or self._grad_snap
+                or self._fwd_handle is not None):
             # an unchecked iteration (``gradviz run`` sees every backward, for the loss): count it and
             # keep the loss, nothing else -- the per-backward lists are read on checked steps only
             self._backwards += 1
@@ -256,7 +258,10 @@ class LoopDoctor:
                     if g is not None:
                         self._grad_snap.append((p, weakref.ref(g), g._version, key))
         self._kept.after_step(step, self.iteration, due)
-        self._end_of_step(step)
+        if self._backwards > 1 or self._scaled or self._lines:
+            self._end_of_step(step)
+        else:                              # one backward, nothing of a checked step kept: only the count resets
+            self._backwards = 0
         if self._walked:
             self._walked = False
             self._forward_hook(True)       # the next forward: do module inputs come from this graph?
@@ -419,6 +424,10 @@ class LoopDoctor:
     def _check_lr(self, optimizer: torch.optim.Optimizer, step: int) -> None:
         for gi, group in enumerate(optimizer.param_groups):
             lr = group.get("lr")
+            if type(lr) is float and lr != 0.0:    # the usual lr: no run of zeros (an absent key reads 0)
+                if self._lr_zero:
+                    self._lr_zero.pop((id(optimizer), gi), None)
+                continue
             try:
                 zero = float(lr) == 0.0
             except (TypeError, ValueError, RuntimeError):

@@ -22,6 +22,12 @@ def step_loss(loss: Any, on_cpu: bool) -> float | torch.Tensor | None:
     if loss is None or type(loss) is float:
         return loss
     if isinstance(loss, torch.Tensor):
+        if on_cpu and loss.is_cpu and loss.numel() == 1:
+            # the usual loss (a CPU scalar under a CPU watch): its value says the rest of the checks below
+            # (is_cpu: not meta; a complex tensor gives a complex)
+            value = loss.item()
+            if type(value) is not complex:
+                return value
         if loss.numel() != 1:
             raise TypeError(f"w.step(loss): the loss must hold one value, got a tensor of shape "
                             f"{tuple(loss.shape)} (reduce it first, e.g. loss.mean())")
