@@ -90,13 +90,11 @@ gradient", and the meta's ``model_changes`` lists each change (``runs show`` rep
 from __future__ import annotations
 
 import collections
-import itertools
 import logging
 import math
 import os
 import socket
 import sys
-import threading
 import time
 import weakref
 from typing import Any
@@ -111,7 +109,7 @@ from gradviz.core.record.ddp import dist_info, largest_over_ranks, local_rank, n
 from gradviz.core.record.losses import step_loss
 from gradviz.core.record.model_follow import ParamFollower, union_order
 from gradviz.core.record.options import check_options
-from gradviz.core.record.rows import store_rows
+from gradviz.core.record.row_commits import RowCommits
 from gradviz.core.record.sampling import NodeRecording
 from gradviz.core.record.schema import SCHEMA_VERSION, RecordError, rank_path
 from gradviz.core.record.tap import BackwardTap
@@ -128,7 +126,7 @@ log = logging.getLogger(__name__)
 __all__ = ["watch", "Watch", "unwrap_model", "dist_info"]
 
 
-class Watch:
+class Watch(RowCommits):
     """Records a training loop; see the module docstring. Use as a context manager or call ``close()``."""
 
     def __init__(self, model: nn.Module, path: str | os.PathLike, every: int | None = 10,
@@ -412,52 +410,6 @@ class Watch:
         self._awaiting_update = False
         self._updated = False
         self._lr = None
-
-    def _flush(self) -> None:
-        """Convert the buffered rows (one numpy pass) and commit them in one transaction."""
-        self._writer.commit()            # calls _drain first
-
-    def _drain(self) -> None:
-        """Hand the buffered rows to the writer (converted in one numpy pass), without committing.
-
-        Rows leave the deque only once the writer has them: an interrupt in the conversion
-        keeps them (handed twice, a row is written once: its step is the primary key)."""
-        self._last_flush = time.monotonic()
-        rows = self._rows
-        n = len(rows)                                     # rows appended meanwhile wait for the next commit
-        if n:
-            store_rows(self._writer, list(itertools.islice(rows, n)), self._columns)
-            for _ in range(n):
-                rows.popleft()
-
-    def _held_rows(self) -> int:
-        return len(self._rows) + self._writer.held_rows
-
-    def _retry_failed_commit(self) -> None:
-        """A commit failed (here or in the background): try again; raise while it still fails."""
-        try:
-            self._flush()
-        except RecordError:
-            pass                                          # (the writer's failure says why)
-        if self._writer.failure is not None:
-            raise self._failure_error("this step was not recorded")
-
-    def _failure_error(self, this_step: str) -> RecordError:
-        """The writer's failure, with what the file holds and what waits in memory."""
-        failure = self._writer.failure
-        done = self._writer.committed_step
-        upto = f"the steps up to {done}" if done is not None else "no step"
-        return RecordError(f"{failure.message}; the file holds {upto}, {self._held_rows()} later step(s) are held "
-                           f"in memory, {this_step} (each w.step retries the commit; close() gives up)", self.path)
-
-    def commit_stalled(self) -> None:
-        """The background thread's call: commit rows that waited ``commit_seconds`` for a ``w.step``."""
-        if self._closed or not self._rows or time.monotonic() - self._last_flush < self.commit_seconds:
-            return
-        try:
-            self._writer.commit()
-        except RecordError:                   # kept as the writer's failure: the next w.step raises it
-            log.debug("gradviz.watch: background commit of %s failed", self.path, exc_info=True)
 
     # -- a model that changes under the watch --------------------------------
     def _follow_if_changed(self) -> None:
